@@ -1,0 +1,33 @@
+"""Attention scoring functions: a registry, a common interface and an Attention layer.
+
+    import scorers
+    scorers.list_scorers("entmax*")
+    scorer = scorers.create_scorer("ssa", num_heads=8)
+    out = scorer.attend(q, k, v, mask)     # (B, H, L, D), mask True = visible
+"""
+from .base import LogitsScorer, ModuleScorer, Scorer, causal_mask, padding_mask
+from .registry import (
+    PLUGIN_FAILURES,
+    ScorerError,
+    canonical_name,
+    create_scorer,
+    get_scorer_class,
+    list_scorers,
+    load_entry_points,
+    load_plugin,
+    register_scorer,
+    resolve_scorers,
+    scorer_info,
+    scorer_parameters,
+)
+from . import softmax  # noqa: F401  (registers the built-in scorers)
+from .attention import Attention
+
+load_entry_points()
+
+__all__ = [
+    "Attention", "LogitsScorer", "ModuleScorer", "PLUGIN_FAILURES", "Scorer", "ScorerError",
+    "canonical_name", "causal_mask", "create_scorer", "get_scorer_class", "list_scorers",
+    "load_entry_points", "load_plugin", "padding_mask", "register_scorer", "resolve_scorers",
+    "scorer_info", "scorer_parameters",
+]

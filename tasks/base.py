@@ -1,0 +1,104 @@
+"""What a task is: a config dataclass, declared metrics, and ``run`` for one cell.
+
+A task owns its data, its backbone (built from a scorer name), its training loop and its
+evaluation. ``run`` returns a :class:`TaskResult`; a training run that blows up raises
+:class:`TrainingFailure`, which the harness records as status ``nan`` or ``diverged``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from .registry import TaskError
+
+TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric's declaration: which direction is better, and whether it is a headline number."""
+
+    direction: str  # "lower" or "higher"
+    headline: bool = False
+    description: str = ""
+
+    def __post_init__(self):
+        if self.direction not in ("lower", "higher"):
+            raise ValueError(f"metric direction must be 'lower' or 'higher', got {self.direction!r}")
+
+
+class TrainingFailure(Exception):
+    """Training ended early: ``status`` is ``nan`` or ``diverged``, ``step`` the step it happened."""
+
+    def __init__(self, status: str, step: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.step = step
+        self.message = message
+
+
+@dataclass
+class TaskResult:
+    """What one cell produced.
+
+    metrics: scalar metrics, keys declared in ``Task.metrics``.
+    grids:   named 2-D results, ``{"axes": {"rows": name, "cols": name}, "rows": [...],
+             "cols": [...], "values": [[...]]}``.
+    items:   per-item outcomes for paired tests, ``{metric: [value per item]}``; the mean of the
+             list is the metric (same item order for every scorer at a given seed).
+    extra:   anything else worth keeping (learned scorer parameters, loss curve), JSON-serializable.
+    step:    the number of optimizer steps taken (None for tasks without training).
+    """
+
+    metrics: dict[str, float]
+    grids: dict[str, dict] = field(default_factory=dict)
+    items: dict[str, list] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+
+
+@dataclass
+class RunContext:
+    """Where and how a cell runs; given by the harness."""
+
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    workdir: Path | None = None  # a directory for checkpoints and caches of this cell
+    progress: Callable[[int, int], None] | None = None  # progress(done, total)
+
+    def report(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
+
+
+class Task:
+    """Base class of every task. Subclasses set ``Config``, ``metrics``, ``track`` and ``version``."""
+
+    name: ClassVar[str] = "?"
+    version: ClassVar[int] = 1
+    track: ClassVar[str] = "icl"
+    Config: ClassVar[type]
+    metrics: ClassVar[dict[str, Metric]] = {}
+
+    def config(self, overrides: dict[str, Any] | None = None, *, source: str = "profile"):
+        """The task's config with ``overrides`` applied; an unknown key is an error that names it."""
+        fields = {f.name: f for f in dataclasses.fields(self.Config)}
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(fields))
+        if unknown:
+            raise TaskError(
+                f"{source}: unknown key(s) {unknown} for task {self.name!r}; "
+                f"valid keys: {', '.join(sorted(fields))}"
+            )
+        return self.Config(**overrides)
+
+    def skip_reason(self, scorer: str) -> str | None:
+        """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""
+        return None
+
+    def run(self, scorer: str, scorer_kwargs: dict[str, Any], seed: int, config: Any,
+            ctx: RunContext) -> TaskResult:
+        raise NotImplementedError
