@@ -1,0 +1,44 @@
+"""The ``scorebench`` command line. Each subcommand lives in ``suite/commands/<name>.py`` and
+exposes ``register(subparsers, common)``, where ``common`` is a parent parser with the options every
+subcommand shares (``--plugin``)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                        help="import a Python file that registers scorers or tasks (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="scorebench",
+        description="Benchmark attention scoring functions under one harness.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "plugin", None):
+        import scorers
+
+        for path in args.plugin:
+            scorers.load_plugin(path)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("scorebench: interrupted; finished cells are saved.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``scorebench`` CLI, one module each (see ``suite.cli``)."""
