@@ -20,7 +20,7 @@ from .registry import (
     scorer_info,
     scorer_parameters,
 )
-from . import softmax  # noqa: F401  (registers the built-in scorers)
+from . import gates, linear, sinks, softmax, sparse, ssa  # noqa: F401  (registers the built-in scorers)
 from .attention import Attention
 
 load_entry_points()

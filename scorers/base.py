@@ -117,7 +117,8 @@ class LogitsScorer(Scorer):
 
     def weights_from_qk(self, q: torch.Tensor, k: torch.Tensor,
                         mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.weights_from_logits(self.logits(q, k), full_mask(q, k, mask))
+        with torch.autocast(q.device.type, enabled=False):
+            return self.weights_from_logits(self.logits(q, k), full_mask(q, k, mask))
 
     def reference_attend(self, q, k, v, mask=None):
         w = self.weights_from_qk(q, k, mask)

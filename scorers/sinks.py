@@ -1,0 +1,73 @@
+"""Scorers whose rows may put mass nowhere: an extra sink logit, or softpick's rectifier."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .base import LogitsScorer, full_mask, masked_fill_neg_inf, zero_empty_rows
+from .params import constant, per_head, positive
+from .registry import register_scorer
+
+
+@register_scorer("softmax_plus_one", aliases=("softmax1",), family="sink",
+                 normalization="subnormalized",
+                 paper="https://www.evanmiller.org/attention-is-off-by-one.html")
+class SoftmaxPlusOne(LogitsScorer):
+    """w_j = exp(s_j) / (exp(sigma) + sum_{k in V_i} exp(s_k)), sigma = 0 (a softmax over the
+    visible logits and one sink logit sigma, with the sink's weight dropped)."""
+
+    def sink_logit(self, s: torch.Tensor) -> torch.Tensor:
+        return s.new_zeros(())
+
+    def weights(self, s, mask):
+        sink = self.sink_logit(s).expand(*s.shape[:-1], 1)
+        x = torch.cat([sink, masked_fill_neg_inf(s, mask)], dim=-1)
+        return torch.softmax(x, dim=-1)[..., 1:]
+
+    def sdpa_mask(self, q, k, mask):
+        """SDPA mask for keys [zero key, k]: the zero key is visible to every query."""
+        if mask is None:
+            return None
+        return torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)
+
+    def fast_attend(self, q, k, v, mask):
+        k0 = torch.cat([k.new_zeros(*k.shape[:-2], 1, k.shape[-1]), k], dim=-2)
+        v0 = torch.cat([v.new_zeros(*v.shape[:-2], 1, v.shape[-1]), v], dim=-2)
+        out = F.scaled_dot_product_attention(q, k0, v0, attn_mask=self.sdpa_mask(q, k, mask))
+        return zero_empty_rows(out, mask)
+
+
+@register_scorer("learned_sink", family="sink", normalization="subnormalized",
+                 paper="gpt-oss sinks (huggingface/transformers); lucidrains/x-transformers")
+class LearnedSink(SoftmaxPlusOne):
+    """softmax_plus_one with a learned sink logit sigma_h per head (init 0: equals softmax_plus_one)."""
+
+    def __init__(self, **context):
+        super().__init__(**context)
+        self.sink = constant(0.0, (self.num_heads,))
+
+    def sink_logit(self, s):
+        return per_head(self.sink, s)
+
+    def sdpa_mask(self, q, k, mask):
+        visible = full_mask(q, k, mask)
+        bias = torch.zeros(visible.shape, dtype=q.dtype, device=q.device)
+        bias = bias.masked_fill(~visible, float("-inf"))
+        sink = self.sink.to(q.dtype).view(-1, 1, 1).expand(*visible.shape[:-1], 1)
+        return torch.cat([sink, bias], dim=-1)
+
+
+@register_scorer("softpick", family="sink", normalization="subnormalized", paper="arXiv:2504.20966")
+class Softpick(LogitsScorer):
+    """w_j = relu(e^{s_j} - 1) / (sum_{k in V_i} |e^{s_k} - 1| + eps), eps = 1e-8, computed with
+    m = max(0, max_{V_i} s): relu(e^{s-m} - e^{-m}) / (sum_{V_i} |e^{s-m} - e^{-m}| + eps).
+    Masked keys are set to 0 before the exp, so they contribute exactly 0 to the denominator."""
+
+    def __init__(self, *, eps: float = 1e-8, **context):
+        super().__init__(**context)
+        self.eps = positive("eps", eps, "softpick")
+
+    def weights(self, s, mask):
+        m = masked_fill_neg_inf(s, mask).amax(-1, keepdim=True).clamp(min=0.0).detach()
+        e = torch.exp(s.masked_fill(~mask, 0.0) - m) - torch.exp(-m)
+        return torch.relu(e) / (e.abs().sum(-1, keepdim=True) + self.eps)

@@ -1,0 +1,241 @@
+"""The scorer registry: names, errors, metadata, deterministic parameters and plugins."""
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import scorer_checks as sc
+import scorers
+from scorer_checks import single_thread  # noqa: F401  (autouse fixture)
+from scorers import LogitsScorer, ScorerError, create_scorer, list_scorers, register_scorer
+from scorers import registry
+
+BUILTIN = {
+    "softmax", "temperature_softmax", "sparsemax", "entmax15", "entmax_bisect", "cosformer",
+    "sa_softmax", "ssa", "ssa_gpt2", "stablemax", "ssmax", "sigmoid", "softmax_plus_one",
+    "learned_sink", "softpick", "stick_breaking", "relu", "relu2", "linear_elu",
+    "adaptive_temperature", "cog_signed",
+}
+TRAINABLE = {"ssa": ["rho"], "ssa_gpt2": ["a", "nu"], "ssmax": ["sigma"], "learned_sink": ["sink"]}
+FAST = {"softmax", "temperature_softmax", "ssmax", "softmax_plus_one", "learned_sink", "cosformer",
+        "linear_elu"}
+NORMALIZATION = {
+    "sa_softmax": "subnormalized", "sigmoid": "unnormalized", "softmax_plus_one": "subnormalized",
+    "learned_sink": "subnormalized", "softpick": "subnormalized", "stick_breaking": "subnormalized",
+    "relu": "unnormalized", "relu2": "unnormalized", "cog_signed": "signed",
+}
+
+
+@pytest.fixture
+def isolated_registry():
+    """Registry, aliases and plugin failures restored after the test."""
+    saved = (dict(registry._REGISTRY), dict(registry._ALIASES), list(registry.PLUGIN_FAILURES))
+    modules = set(sys.modules)
+    yield
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved[0])
+    registry._ALIASES.clear()
+    registry._ALIASES.update(saved[1])
+    registry.PLUGIN_FAILURES[:] = saved[2]
+    for name in set(sys.modules) - modules:
+        if name.startswith("scorebench_plugin_"):
+            del sys.modules[name]
+
+
+def test_every_builtin_scorer_is_registered_with_its_aliases():
+    assert BUILTIN <= set(list_scorers())
+    assert scorers.canonical_name("softmax1") == "softmax_plus_one"
+    assert scorers.canonical_name("relu_len") == "relu"
+    assert scorers.canonical_name("relu2_len") == "relu2"
+    assert type(create_scorer("softmax1")).__name__ == "SoftmaxPlusOne"
+
+
+def test_import_and_create_ssa():
+    scorer = create_scorer("ssa")
+    assert isinstance(scorer, LogitsScorer) and scorer.name == "ssa"
+
+
+@pytest.mark.parametrize("name", list_scorers())
+def test_scorer_info(name):
+    info = scorers.scorer_info(name)
+    assert info["name"] == name and info["kind"] in registry.KINDS
+    assert info["normalization"] in registry.NORMALIZATIONS
+    assert info["family"] not in ("", "?") and info["paper"] and info["version"] >= 1
+    assert info["description"] and isinstance(info["parameters"], dict)
+    if name in BUILTIN:
+        assert info["trainable"] == TRAINABLE.get(name, [])
+        assert info["fast_path"] == (name in FAST)
+        assert info["normalization"] == NORMALIZATION.get(name, "normalized")
+        assert info["causal_only"] == (name == "stick_breaking")
+        assert info["kind"] == ("module" if name in ("cosformer", "linear_elu") else "logits")
+
+
+def test_trainable_parameters_of_options():
+    def trainable(name, **kw):
+        return sorted(n for n, p in create_scorer(name, num_heads=4, **kw).named_parameters())
+
+    assert trainable("temperature_softmax", learnable=True) == ["log_tau"]
+    assert trainable("entmax_bisect", learn_alpha=True) == ["alpha_logit"]
+    assert trainable("ssa", learn_b=True) == ["beta", "rho"]
+    assert trainable("ssa", learn_n=False) == []
+
+
+@pytest.mark.parametrize("config", sc.configs(), ids=[sc.config_id(c) for c in sc.configs()])
+def test_parameters_are_constants_and_leave_the_global_rng_alone(config):
+    name, kwargs = config
+    created = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        state = torch.get_rng_state()
+        created.append(create_scorer(name, num_heads=3, max_len=64, **kwargs).state_dict())
+        assert torch.equal(torch.get_rng_state(), state), f"{name} draws from the global RNG"
+    assert created[0].keys() == created[1].keys()
+    for key in created[0]:
+        assert torch.equal(created[0][key], created[1][key]), key
+
+
+def test_parameter_shapes_and_initial_values():
+    assert create_scorer("ssa").rho.shape == (1,)
+    assert create_scorer("ssa").b_fixed.shape == (1,) and create_scorer("ssa").b_fixed.item() == pytest.approx(0.8)
+    assert create_scorer("ssa", learn_b=True).beta.shape == (1,)
+    assert create_scorer("temperature_softmax", learnable=True, num_heads=5).log_tau.shape == (5,)
+    ssmax = create_scorer("ssmax", num_heads=5, max_len=2048)
+    assert torch.allclose(ssmax.sigma, torch.full((5,), 1 / math.log(2048)))
+    assert torch.equal(create_scorer("learned_sink", num_heads=5).sink, torch.zeros(5))
+    assert create_scorer("entmax_bisect", learn_alpha=True, num_heads=5).alpha_logit.shape == (1, 5, 1, 1)
+
+
+def test_wildcards_and_resolution():
+    assert list_scorers("entmax*") == ["entmax15", "entmax_bisect"]
+    assert list_scorers("ssa*") == ["ssa", "ssa_gpt2"]
+    assert list_scorers("relu*,sigmoid") == ["relu", "relu2", "sigmoid"]
+    assert scorers.resolve_scorers("softmax1,ssa*") == ["softmax_plus_one", "ssa", "ssa_gpt2"]
+    with pytest.raises(ScorerError, match="no scorer matches"):
+        scorers.resolve_scorers("nothing*")
+
+
+def test_unknown_name_suggests_close_names():
+    with pytest.raises(ScorerError, match=r"unknown scorer 'sofmax'\. Did you mean: softmax"):
+        create_scorer("sofmax")
+    with pytest.raises(ScorerError, match="entmax_bisect"):
+        create_scorer("entmax_bisekt")
+
+
+def test_duplicate_name_names_both_definitions(isolated_registry):
+    with pytest.raises(ScorerError) as err:
+        @register_scorer("ssa", family="test")
+        class Impostor(LogitsScorer):
+            pass
+    message = str(err.value)
+    assert "scorers.ssa.SSA" in message and "Impostor" in message and "ssa.py" in message
+    with pytest.raises(ScorerError, match="SoftmaxPlusOne"):
+        @register_scorer("fresh_name", aliases=("softmax1",), family="test")
+        class AliasThief(LogitsScorer):
+            pass
+    assert "fresh_name" not in list_scorers()
+
+
+def test_bad_keyword_names_the_scorer_and_its_parameters():
+    with pytest.raises(ScorerError) as err:
+        create_scorer("ssa", m=2.0)
+    message = str(err.value)
+    assert "'ssa'" in message and "['m']" in message
+    for param in ("'b'", "'learn_b'", "'learn_n'", "'n'"):
+        assert param in message
+    with pytest.raises(ScorerError, match="no parameters of its own"):
+        create_scorer("softmax", tau=2.0)
+
+
+@pytest.mark.parametrize("name,kwargs,match", [
+    ("ssa", {"n": -1.0}, "n must be > 0"),
+    ("ssa", {"b": 0.0}, "b must be > 0"),
+    ("temperature_softmax", {"tau": 0.0}, "tau must be > 0"),
+    ("entmax_bisect", {"alpha": 0.9}, "alpha must be > 1"),
+    ("entmax_bisect", {"n_iter": 0}, "n_iter must be >= 1"),
+    ("relu", {"length": "padded"}, "length must be one of"),
+    ("sa_softmax", {"variant": "signed"}, "variant must be one of"),
+    ("ssmax", {"max_len": 1}, "max_len must be >= 2"),
+])
+def test_bad_values_are_clear_errors(name, kwargs, match):
+    with pytest.raises(ScorerError, match=match):
+        create_scorer(name, **kwargs)
+
+
+PLUGIN = '''
+"""A plugin scorer: w = softmax(g_h tanh(s)), gain g_h per head (init 2)."""
+import torch
+from torch import nn
+
+import scorers
+from scorers.base import masked_fill_neg_inf
+
+
+@scorers.register_scorer("plugin_tanh_softmax", family="plugin", normalization="normalized",
+                         paper="tests")
+class TanhSoftmax(scorers.LogitsScorer):
+    """w = softmax(g_h tanh(s))."""
+
+    def __init__(self, **context):
+        super().__init__(**context)
+        self.gain = nn.Parameter(torch.full((self.num_heads,), 2.0))
+
+    def weights(self, s, mask):
+        gain = self.gain.to(s.dtype).view(-1, 1, 1)
+        return torch.softmax(masked_fill_neg_inf(gain * torch.tanh(s), mask), dim=-1)
+'''
+
+
+def tanh_softmax_reference(scorer, q, k, mask):
+    q, k = q.double().numpy(), k.double().numpy()
+    s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
+    mask = np.broadcast_to(mask.numpy(), s.shape)
+    gain = scorer.gain.detach().double().numpy()
+    w = np.zeros_like(s)
+    for b, h, i in np.ndindex(*s.shape[:3]):
+        vis = mask[b, h, i]
+        if vis.any():
+            e = np.exp(gain[h] * np.tanh(s[b, h, i, vis]))
+            w[b, h, i, vis] = e / e.sum()
+    return w
+
+
+def test_plugin_scorer_passes_the_same_checks(tmp_path, isolated_registry):
+    path = tmp_path / "tanh_plugin.py"
+    path.write_text(PLUGIN)
+    assert scorers.load_plugin(path)
+    assert "plugin_tanh_softmax" in list_scorers("plugin_*")
+    ran = sc.run_all_checks("plugin_tanh_softmax", reference=tanh_softmax_reference)
+    assert "check_reference" in ran and "check_gradients" in ran and len(ran) == len(sc.ALL_CHECKS) - 1
+    assert scorers.scorer_info("plugin_tanh_softmax")["trainable"] == ["gain"]
+
+
+def test_plugin_through_the_cli(tmp_path, isolated_registry, capsys, monkeypatch):
+    from suite import cli
+
+    monkeypatch.setenv("COLUMNS", "250")
+    path = tmp_path / "cli_plugin.py"
+    path.write_text(PLUGIN)
+    assert cli.main(["ls", "scorers", "plugin_*", "--plugin", str(path)]) == 0
+    assert "plugin_tanh_softmax" in capsys.readouterr().out
+    assert "plugin_tanh_softmax" in list_scorers()
+
+
+def test_failing_plugin_is_reported_and_does_not_break_others(tmp_path, isolated_registry, capsys):
+    bad = tmp_path / "bad_plugin.py"
+    bad.write_text("import scorers\nraise RuntimeError('boom from a broken plugin')\n")
+    good = tmp_path / "good_plugin.py"
+    good.write_text(PLUGIN)
+    before = len(registry.PLUGIN_FAILURES)
+    assert scorers.load_plugin(bad) is False
+    assert scorers.load_plugin(tmp_path / "missing.py") is False
+    assert scorers.load_plugin(good) is True
+    failures = registry.PLUGIN_FAILURES[before:]
+    assert [f.source for f in failures] == [str(bad), str(tmp_path / "missing.py")]
+    assert "boom from a broken plugin" in failures[0].traceback
+    assert "Traceback" in failures[0].traceback and "does not exist" in failures[1].traceback
+    assert "failed to import" in capsys.readouterr().err
+    assert "plugin_tanh_softmax" in list_scorers()
+    create_scorer("softmax")
+    create_scorer("plugin_tanh_softmax")
