@@ -4,3 +4,6 @@ from .registry import TaskError, create_task, get_task_class, list_tasks, regist
 
 __all__ = ["Metric", "RunContext", "Task", "TaskError", "TaskResult", "TrainingFailure",
            "create_task", "get_task_class", "list_tasks", "register_task"]
+from . import encoder_mlm  # noqa: E402,F401  (registers the encoder task)
+from . import decoder_lm  # noqa: E402,F401  (registers the decoder task)
+from . import icl_quantifiers, icl_linear, saturation_probe  # noqa: E402,F401  (register the ICL tasks and the probe)

@@ -28,4 +28,53 @@ def run(args) -> int:
                             for c in columns])
         console.print(table)
         return 0
-    raise SystemExit(f"scorebench ls {args.what}: not available yet")
+    if args.what == "tasks":
+        return _tasks(console, args.pattern)
+    return _profiles(console, args.pattern)
+
+
+def _tasks(console, pattern: str) -> int:
+    import dataclasses
+    import inspect
+
+    import tasks
+
+    table = Table(title="tasks (`scorebench run --dry-run` shows a profile's configs)")
+    for c in ("name", "version", "track", "headline metrics", "metrics", "config keys",
+              "description"):
+        table.add_column(c, overflow="fold")
+    for name in tasks.list_tasks(pattern):
+        cls = tasks.get_task_class(name)
+        headline = [m for m, spec in cls.metrics.items() if spec.headline]
+        keys = len(dataclasses.fields(cls.Config)) if hasattr(cls, "Config") else 0
+        doc = (inspect.getdoc(cls) or "").split("\n")[0]
+        table.add_row(name, str(cls.version), cls.track, ", ".join(headline),
+                      str(len(cls.metrics)), str(keys), doc)
+    console.print(table)
+    return 0
+
+
+def _profiles(console, pattern: str) -> int:
+    import fnmatch
+
+    from rich.markup import escape
+
+    from ..profiles import DEFAULT_PROFILE, ProfileError, list_profiles, load_profile
+
+    table = Table(title="profiles (or pass --profile FILE.toml; a file extends cpu by default)")
+    for c in ("name", "description", "tasks", "scorers", "seeds", "time limit / cell"):
+        table.add_column(c, overflow="fold")
+    for name, description in list_profiles().items():
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        try:
+            p = load_profile(name)
+        except ProfileError as e:
+            table.add_row(name, f"[red]{escape(str(e))}", "", "", "", "")
+            continue
+        shown = [", ".join(x) if isinstance(x, list) else x for x in (p.tasks, p.scorers)]
+        limit = f"{p.time_limit_s:g} s" if p.time_limit_s else "none"
+        table.add_row(name + (" (default)" if name == DEFAULT_PROFILE else ""), description, *shown,
+                      ", ".join(map(str, p.seeds)), limit)
+    console.print(table)
+    return 0

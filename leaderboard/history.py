@@ -1,0 +1,171 @@
+"""Comparing two releases: which metrics moved beyond their seed noise.
+
+Rule, for each row (profile, task, metric, scorer) present in both releases with values:
+
+    Δ = mean_now - mean_before,    se = sqrt(std_before² / n_before + std_now² / n_now)
+
+The row *moved* when |Δ| > max(z · se, rtol · max(|mean_before|, |mean_now|)) (defaults z = 3,
+rtol = 1e-4; the relative floor keeps bit-level jitter of deterministic metrics, whose std is 0,
+from counting). A move in the metric's worse direction is a **regression**, in its better
+direction an **improvement**. Rows with fewer than two seeds on either side have no std: they are
+*untested* unless their mean is unchanged. More failed cells (diverged, nan, oom, timeout, error,
+null metric) for a (task, scorer) than before is also a regression. A row present only before is
+*missing*, only now *new*; both are listed but are not regressions.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+from tabulate import tabulate
+
+from .aggregate import Board
+from .markdown import cell_text, num
+
+Z_THRESHOLD = 3.0
+RELATIVE_FLOOR = 1e-4
+KEY = ("profile", "task", "metric", "scorer")
+
+
+@dataclass
+class Comparison:
+    previous: str
+    current: str
+    z: float
+    rtol: float
+    rows: pd.DataFrame  # one per row present in both, with status
+    failure_changes: list[dict] = field(default_factory=list)
+    new: list[tuple] = field(default_factory=list)
+    missing: list[tuple] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == "regression"]
+
+    @property
+    def improvements(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == "improvement"]
+
+    @property
+    def failure_regressions(self) -> list[dict]:
+        return [f for f in self.failure_changes if f["now"] > f["before"]]
+
+    @property
+    def has_regression(self) -> bool:
+        return len(self.regressions) > 0 or bool(self.failure_regressions)
+
+
+def _missing(x) -> bool:
+    return x is None or pd.isna(x)
+
+
+def classify(before: dict, now: dict, z: float = Z_THRESHOLD, rtol: float = RELATIVE_FLOOR) -> dict:
+    """The comparison of one row between two releases (see the module docstring)."""
+    m0, m1 = before["mean"], now["mean"]
+    out = {"before": m0, "now": m1, "delta": math.nan, "se": math.nan, "z": math.nan,
+           "status": "untested"}
+    if _missing(m0) or _missing(m1):
+        return out
+    delta = float(m1) - float(m0)
+    out["delta"] = delta
+    floor = rtol * max(abs(m0), abs(m1))
+    testable = (before["n"] >= 2 and now["n"] >= 2
+                and not _missing(before["std"]) and not _missing(now["std"]))
+    if not testable:
+        out["status"] = "unchanged" if abs(delta) <= floor else "untested"
+        return out
+    se = math.sqrt(before["std"] ** 2 / before["n"] + now["std"] ** 2 / now["n"])
+    out["se"] = se
+    out["z"] = abs(delta) / se if se > 0 else (math.inf if delta else 0.0)
+    if abs(delta) <= max(z * se, floor):
+        out["status"] = "within noise" if delta else "unchanged"
+        return out
+    better = delta > 0 if now["direction"] == "higher" else delta < 0
+    out["status"] = "improvement" if better else "regression"
+    return out
+
+
+def compare(previous: Board, current: Board, z: float = Z_THRESHOLD,
+            rtol: float = RELATIVE_FLOOR) -> Comparison:
+    before = {tuple(r[k] for k in KEY): r for r in previous.rows.to_dict(orient="records")}
+    now = {tuple(r[k] for k in KEY): r for r in current.rows.to_dict(orient="records")}
+    rows = []
+    for key in sorted(set(before) & set(now)):
+        b, c = before[key], now[key]
+        notes = []
+        if b["task_version"] != c["task_version"]:
+            notes.append(f"task v{b['task_version']} -> v{c['task_version']}")
+        if b["scorer_version"] != c["scorer_version"]:
+            notes.append(f"scorer v{b['scorer_version']} -> v{c['scorer_version']}")
+        if b["n"] != c["n"]:
+            notes.append(f"n {b['n']} -> {c['n']}")
+        rows.append({**dict(zip(KEY, key)), "direction": c["direction"], "headline": c["headline"],
+                     **classify(b, c, z, rtol), "note": "; ".join(notes)})
+    columns = [*KEY, "direction", "headline", "before", "now", "delta", "se", "z", "status", "note"]
+    failures = []
+    seen = set()
+    for key in sorted(set(before) & set(now)):
+        cell = (key[0], key[1], key[3])
+        if cell in seen:
+            continue
+        seen.add(cell)
+        b = before[key]["n_failed"] + before[key]["n_null"]
+        c = now[key]["n_failed"] + now[key]["n_null"]
+        if b != c:
+            failures.append({"profile": key[0], "task": key[1], "scorer": key[3], "before": int(b),
+                             "now": int(c), "failures_before": before[key]["failures"],
+                             "failures_now": now[key]["failures"]})
+    return Comparison(previous.meta.get("release", "?"), current.meta.get("release", "?"), z, rtol,
+                      pd.DataFrame(rows, columns=columns), failures,
+                      new=sorted(set(now) - set(before)), missing=sorted(set(before) - set(now)))
+
+
+def _rows_table(frame: pd.DataFrame) -> str:
+    body = [[cell_text(r["task"]), r["profile"], f"{cell_text(r['metric'])} "
+             f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["scorer"]),
+             num(r["before"]), num(r["now"]), f"{r['delta']:+.4g}", num(r["se"]),
+             num(r["z"]), cell_text(r["note"])] for r in frame.to_dict(orient="records")]
+    return tabulate(body, headers=["task", "profile", "metric", "scorer", "before", "now", "Δ",
+                                   "se", "|z|", "note"], tablefmt="github", disable_numparse=True)
+
+
+def report(comparison: Comparison) -> str:
+    """The regression report as markdown."""
+    c = comparison
+    status = c.rows["status"].value_counts().to_dict() if len(c.rows) else {}
+    lines = [f"# Regression report: {c.current} vs {c.previous}", "",
+             f"**{'REGRESSION' if c.has_regression else 'No regression'}**: "
+             f"{len(c.regressions)} metric(s) worse beyond seed noise, "
+             f"{len(c.failure_regressions)} (task, scorer) with more failed cells, "
+             f"{len(c.improvements)} improvement(s); "
+             f"{status.get('within noise', 0)} within noise, {status.get('unchanged', 0)} "
+             f"unchanged, {status.get('untested', 0)} untested (fewer than two seeds), "
+             f"{len(c.new)} new and {len(c.missing)} missing row(s).", "",
+             f"Rule: Δ = mean now - mean before, se = sqrt(std_before²/n_before + std_now²/n_now); "
+             f"a row moved when |Δ| > max({c.z:g}·se, {c.rtol:g}·max(|before|, |now|)). Worse "
+             f"in the metric's declared direction = regression. More failed cells for a (task, "
+             f"scorer) = regression.", ""]
+    lines += ["## Regressions", "", _rows_table(c.regressions) if len(c.regressions) else "None.",
+              ""]
+    lines += ["## More failed cells", ""]
+    if c.failure_regressions:
+        lines.append(tabulate([[cell_text(f["task"]), f["profile"], cell_text(f["scorer"]),
+                                str(f["before"]), str(f["now"]), cell_text(f["failures_now"])]
+                               for f in c.failure_regressions],
+                              headers=["task", "profile", "scorer", "failed before", "failed now",
+                                       "now"], tablefmt="github", disable_numparse=True))
+    else:
+        lines.append("None.")
+    lines += ["", "## Improvements", "",
+              _rows_table(c.improvements) if len(c.improvements) else "None.", ""]
+    if c.new or c.missing:
+        lines += ["## Rows added or gone", ""]
+        lines += [f"- new: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.new]
+        lines += [f"- missing: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.missing]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def first_report(current: str) -> str:
+    return (f"# Regression report: {current}\n\nNo earlier nightly release to compare with; "
+            "this release is the baseline of the next one.\n")

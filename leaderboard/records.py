@@ -1,0 +1,207 @@
+"""Reading result records: every ``*.json`` under a results directory, validated against schema 1.
+
+The schema check is the harness's own (``suite.records.validate_record``, standard library only),
+so the leaderboard and the writer agree on what a record is. A record that fails it is reported
+(file and reason) and skipped; a record whose per-item outcomes cannot be used (null items) keeps
+its metrics and the problem is reported. Nothing raises on a bad file.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suite.records import RecordError, validate_record
+
+TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
+FAILURE_STATUSES = ("diverged", "nan", "oom", "timeout", "error")
+
+
+@dataclass
+class Problem:
+    """A record (or part of one) the leaderboard could not use, and why."""
+
+    path: str
+    reason: str
+    skipped: bool = True  # False: the record was kept without the part named in ``reason``
+
+
+@dataclass
+class Record:
+    """One validated result record (see the result-record contract in DESIGN.md)."""
+
+    path: str
+    cell_id: str
+    task: str
+    task_version: int
+    track: str
+    scorer: str
+    scorer_version: int
+    scorer_kwargs: dict
+    profile: str
+    seed: int
+    config: dict
+    status: str
+    message: str
+    step: int | None
+    metrics: dict[str, float]  # NaN where the record has null
+    metric_specs: dict[str, dict]
+    grids: dict[str, dict]
+    items: dict[str, np.ndarray]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scorer_label(self) -> str:
+        return scorer_label(self.scorer, self.scorer_kwargs)
+
+    @property
+    def config_key(self) -> str:
+        return json.dumps(self.config, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def date(self) -> str:
+        stamp = self.provenance.get("finished") or self.provenance.get("started") or ""
+        return str(stamp)[:10] if stamp else "unknown"
+
+    @property
+    def git_sha(self) -> str:
+        sha = str(self.provenance.get("git_sha") or "unknown")[:12]
+        return sha + ("-dirty" if self.provenance.get("git_dirty") else "")
+
+    @property
+    def hardware(self) -> str:
+        return str(self.provenance.get("hardware") or self.provenance.get("device") or "unknown")
+
+
+def scorer_label(scorer: str, kwargs: dict) -> str:
+    """``ssa`` or, with keyword arguments, ``ssa(n=2)`` (keys sorted): one leaderboard row each."""
+    if not kwargs:
+        return scorer
+    inner = ",".join(f"{k}={json.dumps(kwargs[k], sort_keys=True)}" for k in sorted(kwargs))
+    return f"{scorer}({inner})"
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _grid(grid: dict) -> dict:
+    """A validated grid with null values as NaN."""
+    return {"rows_name": str(grid["rows_name"]), "cols_name": str(grid["cols_name"]),
+            "rows": list(grid["rows"]), "cols": list(grid["cols"]),
+            "values": [[_number(v) for v in row] for row in grid["values"]]}
+
+
+def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
+    """Validate one decoded record against the harness's schema (``suite.records``, pure standard
+    library) and the leaderboard's own needs; raises :class:`RecordError` if it cannot be used.
+
+    Per-item lists can hold tens of thousands of numbers per record, which the harness's
+    element-by-element check is slow for; they are checked here with numpy under the same rules
+    (keyed by a metric, a list of finite numbers whose mean is the metric) and the rest of the
+    record by ``validate_record``."""
+    if isinstance(data, dict) and isinstance(data.get("items"), dict):
+        raw_items = data["items"]
+        validate_record({**data, "items": {}})
+    else:
+        raw_items = {}
+        validate_record(data)
+    cell = data["cell"]
+    if cell["track"] not in TRACKS:
+        raise RecordError(f"cell.track {cell['track']!r} is not one of {', '.join(TRACKS)}")
+    problems: list[Problem] = []
+    metrics = {str(k): _number(v) for k, v in data["metrics"].items()}
+    items = {}
+    for name, outcomes in raw_items.items():
+        values = _items_array(name, outcomes, metrics)
+        reason = _item_problem(name, values, metrics)
+        if reason:
+            problems.append(Problem(path, f"{reason}; items of {name!r} left out "
+                                          "(seed-level statistics only)", skipped=False))
+        else:
+            items[name] = values
+    record = Record(path=path, cell_id=data["cell_id"], task=cell["task"],
+                    task_version=cell["task_version"], track=cell["track"], scorer=cell["scorer"],
+                    scorer_version=cell["scorer_version"], scorer_kwargs=cell["scorer_kwargs"],
+                    profile=cell["profile"], seed=cell["seed"], config=cell["config"],
+                    status=data["status"], message=data["message"], step=data["step"],
+                    metrics=metrics,
+                    metric_specs={k: {"direction": v["direction"], "headline": v["headline"]}
+                                  for k, v in data["metric_specs"].items()},
+                    grids={k: _grid(g) for k, g in data["grids"].items()},
+                    items=items, provenance=data["provenance"])
+    return record, problems
+
+
+def _items_array(name: str, outcomes: Any, metrics: dict[str, float]) -> np.ndarray | None:
+    """The items as float64, or None when they hold a non-number (null, text). Raises
+    :class:`RecordError` where the harness's schema would: not keyed by a metric, not a list,
+    NaN/inf, or a mean that differs from the metric."""
+    if name not in metrics:
+        raise RecordError(f"items.{name}: items are keyed by metric name and {name!r} is not a "
+                          f"metric of this record (metrics: {sorted(metrics)})")
+    if not isinstance(outcomes, list):
+        raise RecordError(f"items.{name} must be a list of per-item outcomes")
+    raw = np.array(outcomes) if outcomes else np.zeros(0)
+    if raw.dtype.kind not in "biuf":
+        return None
+    values = raw.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise RecordError(f"items.{name} holds NaN or inf; NaN/inf are not JSON, write null and "
+                          "say why in `message` or `extra`")
+    metric = metrics[name]
+    if values.size and not math.isnan(metric):
+        mean = math.fsum(values) / values.size
+        if not math.isclose(mean, metric, rel_tol=1e-5, abs_tol=1e-8):
+            raise RecordError(f"items.{name}: the mean of the {values.size} items is {mean!r} but "
+                              f"metrics.{name} is {metric!r}; they must agree")
+    return values
+
+
+def _item_problem(name: str, values: np.ndarray | None, metrics: dict[str, float]) -> str | None:
+    """Why the items of ``name`` cannot be used for paired statistics, or None."""
+    if math.isnan(metrics[name]):
+        return f"metric {name!r} is null"
+    if values is None:
+        return f"items {name!r} contains a non-number (null is not allowed in items)"
+    if not values.size:
+        return f"items {name!r} is empty"
+    return None
+
+
+@dataclass
+class LoadedRecords:
+    records: list[Record]
+    problems: list[Problem]
+
+
+def load_records(results_dir: str | Path) -> LoadedRecords:
+    """Every ``*.json`` under ``results_dir`` (recursively, in sorted order; hidden files and
+    directories such as the harness's ``.work/`` excluded), parsed and validated. Paths in records
+    and problems are relative to ``results_dir`` (POSIX separators)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory {str(root)!r} does not exist; run "
+                                "`scorebench run` first or pass --results DIR")
+    records, problems = [], []
+    for file in sorted(root.rglob("*.json")):
+        rel = file.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in Path(rel).parts):
+            continue  # the harness's scratch space (.work/) and temporary files
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(Problem(rel, f"not readable as JSON: {exc}"))
+            continue
+        try:
+            record, partial = parse_record(data, rel)
+        except RecordError as exc:
+            problems.append(Problem(rel, str(exc)))
+            continue
+        records.append(record)
+        problems.extend(partial)
+    return LoadedRecords(records, problems)

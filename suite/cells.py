@@ -1,0 +1,204 @@
+"""Cells: one (task@version, scorer@version + kwargs, profile, seed, config) each, and their ids.
+
+``expand`` turns a profile (and command-line selections) into the list of cells to run, in the
+order seed -> task -> scorer, so that a run stopped early holds complete paired comparisons for the
+first seeds. The task's config is resolved in full (defaults plus profile overrides), so a changed
+default changes the ``cell_id``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .profiles import Profile, ProfileError
+from .records import canonical_json, cell_id
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The ``cell`` object of a record; its canonical JSON hashes to the ``cell_id``."""
+
+    task: str
+    task_version: int
+    track: str
+    scorer: str
+    scorer_version: int
+    scorer_kwargs: dict
+    profile: str
+    seed: int
+    config: dict
+
+    def to_dict(self) -> dict:
+        return json.loads(canonical_json(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cell":
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in d]
+        unknown = sorted(set(d) - set(names))
+        if missing or unknown:
+            raise ValueError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
+        return cls(**{n: d[n] for n in names})
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.to_dict())
+
+    @property
+    def label(self) -> str:
+        kw = ",".join(f"{k}={v}" for k, v in sorted(self.scorer_kwargs.items()))
+        return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """A cell and, when the task cannot run the scorer, why (recorded with status ``skipped``)."""
+
+    cell: Cell
+    skip_reason: str | None = None
+
+
+def _coerce(default: Any, value: Any, where: str) -> Any:
+    """Check ``value`` against the type of the field's default; ints become floats for floats."""
+    def bad(kind):
+        return ProfileError(f"{where} must be {kind}, got {value!r}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        return float(value)
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("a string")
+    elif isinstance(default, (tuple, list)):
+        if not isinstance(value, (tuple, list)):
+            raise bad("a list")
+        return list(value)
+    return value
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def resolve_config(task, overrides: dict[str, Any], source=lambda key: "overrides") -> dict:
+    """The task's full config as a JSON object: its defaults with ``overrides`` applied.
+
+    ``source(key)`` says where an override came from, for error messages."""
+    fields = {f.name: f for f in dataclasses.fields(task.Config)}
+    for key in overrides:
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ProfileError(f"{source(key)}: unknown key {key!r} for task {task.name!r}{hint}; "
+                               f"valid keys: {', '.join(sorted(fields))}")
+    coerced = {k: _coerce(_field_default(fields[k]), v, f"{source(k)}: {k}")
+               for k, v in overrides.items()}
+    config = dataclasses.asdict(task.config(coerced, source=source("")))
+    try:
+        return json.loads(canonical_json(config))
+    except (TypeError, ValueError) as e:
+        raise ProfileError(f"task {task.name!r}: its Config must hold JSON values (numbers, "
+                           f"strings, booleans, lists): {e}") from None
+
+
+def config_object(task, config: dict):
+    """The task's Config dataclass from a cell's JSON config (lists back to tuples where the
+    field's default is a tuple)."""
+    fields = {f.name: f for f in dataclasses.fields(task.Config)}
+    values = {}
+    for k, v in config.items():
+        default = _field_default(fields[k]) if k in fields else None
+        values[k] = tuple(v) if isinstance(default, tuple) and isinstance(v, list) else v
+    return task.config(values, source=f"cell config of task {task.name!r}")
+
+
+def _split(spec: list[str] | str) -> list[str]:
+    parts = spec if isinstance(spec, list) else spec.split(",")
+    return [p.strip() for p in parts if p.strip()]
+
+
+def resolve_tasks(spec: list[str] | str) -> list[str]:
+    """Task names from names or wildcards; an unknown name is a "did you mean" error."""
+    from tasks import TaskError, get_task_class, list_tasks
+
+    names: list[str] = []
+    for part in _split(spec):
+        if any(c in part for c in "*?["):
+            found = list_tasks(part)
+            if not found:
+                raise TaskError(f"no task matches {part!r}; `scorebench ls tasks` lists them")
+        else:
+            found = [get_task_class(part).name]
+        names += [n for n in found if n not in names]
+    return names
+
+
+def expand(profile: Profile, *, tasks: str | None = None, scorers: str | None = None,
+           seeds: list[int] | None = None) -> list[PlannedCell]:
+    """The cells of ``profile``; ``tasks``/``scorers``/``seeds`` replace the profile's choice."""
+    import scorers as scorer_registry
+    from scorers.registry import CONTEXT_KWARGS
+    from tasks import TaskError, create_task
+
+    for name in profile.task_overrides:
+        try:
+            create_task(name)
+        except TaskError as e:
+            raise ProfileError(f"{profile.origin(f'tasks.{name}')}: section [tasks.{name}]: "
+                               f"{e}") from None
+    task_names = resolve_tasks(tasks if tasks is not None else profile.tasks)
+    scorer_spec = scorers if scorers is not None else profile.scorers
+    scorer_names = scorer_registry.resolve_scorers(",".join(_split(scorer_spec)))
+    kwargs_by_scorer: dict[str, dict] = {}
+    for name, kwargs in profile.scorer_kwargs.items():
+        try:
+            canonical = scorer_registry.canonical_name(name)
+        except scorer_registry.ScorerError as e:
+            raise ProfileError(f"{profile.origin(f'scorer_kwargs.{name}')}: section "
+                               f"[scorer_kwargs.{name}]: {e}") from None
+        accepted = set(scorer_registry.scorer_parameters(canonical))
+        accepted -= set(CONTEXT_KWARGS)
+        unknown = sorted(set(kwargs) - accepted)
+        if unknown:
+            first = f"scorer_kwargs.{name}.{unknown[0]}"
+            raise ProfileError(f"{profile.origin(first)}: [scorer_kwargs.{name}] unknown key(s) "
+                               f"{unknown}; scorer {canonical!r} accepts {sorted(accepted)}")
+        kwargs_by_scorer[canonical] = json.loads(canonical_json(kwargs))
+
+    def config_of(name: str) -> dict:
+        return resolve_config(create_task(name), profile.task_overrides.get(name, {}),
+                              lambda key: f"{profile.origin(f'tasks.{name}.{key}')} "
+                                          f"[tasks.{name}]")
+
+    # Every [tasks.*] section is checked, also those of tasks not selected for this run.
+    configs = {name: config_of(name) for name in [*task_names, *profile.task_overrides]}
+    task_objects = {name: create_task(name) for name in task_names}
+
+    planned = []
+    for seed in (seeds if seeds is not None else profile.seeds):
+        for name in task_names:
+            task = task_objects[name]
+            for scorer in scorer_names:
+                cell = Cell(
+                    task=name, task_version=int(task.version), track=task.track,
+                    scorer=scorer,
+                    scorer_version=int(scorer_registry.get_scorer_class(scorer).version),
+                    scorer_kwargs=kwargs_by_scorer.get(scorer, {}), profile=profile.name,
+                    seed=int(seed), config=configs[name],
+                )
+                planned.append(PlannedCell(cell, task.skip_reason(scorer)))
+    return planned

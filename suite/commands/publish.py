@@ -1,0 +1,85 @@
+"""``scorebench publish``: turn a results directory into a leaderboard release."""
+from __future__ import annotations
+
+
+def register(sub, common):
+    p = sub.add_parser(
+        "publish", parents=[common], help="aggregate records into a leaderboard release",
+        description="Aggregate every record under the results directory into "
+                    "<out>/<release>/ (README.md, results.json, results.csv, overall.csv, plots/; "
+                    "with --html also index.html) and refresh LEADERBOARD.md. Publishing the "
+                    "same records twice gives byte-identical files.")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="results directory (default ./results)")
+    p.add_argument("--release", metavar="NAME",
+                   help="release name (default: the date of the newest record, YYYY-MM-DD)")
+    p.add_argument("--out", default="leaderboard/releases", metavar="DIR",
+                   help="releases directory (default leaderboard/releases)")
+    p.add_argument("--leaderboard", metavar="FILE",
+                   help="the LEADERBOARD.md to refresh (default: beside the releases "
+                        "directory's parent, i.e. ./LEADERBOARD.md for the default --out)")
+    p.add_argument("--baseline", default="softmax", metavar="SCORER",
+                   help="the scorer every other one is compared with (default softmax)")
+    p.add_argument("--bootstrap", type=int, default=None, metavar="B",
+                   help="bootstrap replicates (default 4000)")
+    p.add_argument("--html", action="store_true",
+                   help="also write <out>/<release>/index.html, a sortable, filterable page of "
+                        "the same numbers (and scorers.json, the registered scorers' metadata); "
+                        "preview it with `scorebench serve`")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from leaderboard.release import ReleaseError, publish
+
+    kwargs = {"baseline": args.baseline}
+    if args.bootstrap is not None:
+        if args.bootstrap < 100:
+            raise SystemExit(f"scorebench publish: --bootstrap {args.bootstrap} is too few; "
+                             "give 100 or more (default 4000)")
+        kwargs["n_boot"] = args.bootstrap
+    try:
+        published = publish(args.results, args.release, args.out, args.leaderboard, **kwargs)
+    except (ReleaseError, FileNotFoundError) as exc:
+        raise SystemExit(f"scorebench publish: {exc}") from None
+    report(published)
+    if args.html:
+        from leaderboard.html import write_site
+
+        names = set(published.board.rows["scorer_name"])
+        try:
+            pages = write_site(published.release_dir, scorer_metadata(names))
+        except ReleaseError as exc:
+            raise SystemExit(f"scorebench publish: {exc}") from None
+        for page in pages:
+            print(f"wrote {page}")
+    return 0
+
+
+def scorer_metadata(names) -> dict:
+    """Registry metadata of the named scorers (built-in, entry points and --plugin files);
+    a name that is not registered now is left out."""
+    import scorers
+
+    out = {}
+    for name in sorted(names):
+        try:
+            cls = scorers.get_scorer_class(name)
+        except scorers.ScorerError:
+            continue
+        out[name] = {"family": cls.family, "kind": cls.kind, "normalization": cls.normalization,
+                     "paper": cls.paper, "version": cls.version,
+                     "aliases": [str(a) for a in cls.aliases], "description": cls.description}
+    return out
+
+
+def report(published) -> None:
+    meta = published.board.meta
+    print(f"release {meta['release']}: {meta['n_used']} records used of {meta['n_files']} files, "
+          f"{meta['n_superseded']} superseded, {meta['n_problems']} problem(s)")
+    for problem in published.board.problems.to_dict(orient="records"):
+        effect = "skipped" if problem["skipped"] else "partly used"
+        print(f"  {problem['path']}: {effect}: {problem['reason']}")
+    print(f"wrote {published.release_dir}/ ({len(published.files)} files)")
+    if published.leaderboard_md is not None:
+        print(f"wrote {published.leaderboard_md}")

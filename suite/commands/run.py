@@ -1,0 +1,143 @@
+"""``scorebench run``: run the cells of a profile and write one record per cell."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _seeds(text: str) -> list[int]:
+    """``3`` -> seeds 0, 1, 2; ``0,4,7`` -> those seeds; ``2-4`` -> 2, 3, 4."""
+    try:
+        if "," not in text and "-" not in text:
+            count = int(text)
+            if count < 1:
+                raise ValueError
+            return list(range(count))
+        seeds: list[int] = []
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            lo, _, hi = part.partition("-")
+            seeds += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+        if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+            raise ValueError
+        return seeds
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--seeds {text!r}: give a count (3 = seeds 0,1,2), a list (0,4,7) or a range (2-4) "
+            f"of distinct seeds >= 0") from None
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+        if n >= 1:
+            return n
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"--workers {text!r}: give a number of workers >= 1")
+
+
+def register(sub, common):
+    from ..executors import get_executor_class, list_executors
+    from ..scheduler import RERUN_CHOICES
+
+    p = sub.add_parser(
+        "run", parents=[common], help="run the benchmark cells of a profile",
+        description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
+                    "and write one JSON record per cell under the results directory.")
+    p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
+                   help="a shipped profile (smoke, cpu, paper; default cpu) or a TOML file")
+    p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
+                                                  "the profile's")
+    p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run (names, aliases or "
+                                                       "wildcards); default: the profile's")
+    p.add_argument("--seeds", type=_seeds, metavar="N|a,b|a-b",
+                   help="a count (seeds 0..N-1), a list or a range; default: the profile's")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="cells run at once (1: in this process; more: worker processes, one GPU "
+                        "each when GPUs exist)")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="results directory (default ./results)")
+    p.add_argument("--rerun", choices=RERUN_CHOICES,
+                   help="run again cells that have a record: 'failed' (status error, oom or "
+                        "timeout; nan/diverged are results) or 'all'")
+    p.add_argument("--fail-fast", action="store_true",
+                   help="stop after the first cell with status error, oom or timeout")
+    p.add_argument("--executor", default="local", choices=list_executors(),
+                   help="the engine that runs the cells (default local)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the cells and whether they would run, and stop")
+    for name in list_executors():
+        add = getattr(get_executor_class(name), "add_arguments", None)
+        if add is not None:
+            add(p)
+    p.set_defaults(func=run)
+
+
+def _plan(args):
+    from tasks import TaskError
+
+    import scorers
+
+    from ..cells import expand
+    from ..profiles import ProfileError, load_profile
+
+    try:
+        profile = load_profile(args.profile)
+        planned = expand(profile, tasks=args.tasks, scorers=args.scorers, seeds=args.seeds)
+    except (ProfileError, TaskError, scorers.ScorerError) as e:
+        raise SystemExit(f"scorebench run: {e}") from None
+    if not planned:
+        raise SystemExit("scorebench run: the selection has no cells (no task or no scorer)")
+    return profile, planned
+
+
+def _dry_run(console, planned, store, rerun) -> int:
+    from rich.table import Table
+
+    from ..scheduler import should_rerun
+
+    table = Table(title=f"{len(planned)} cells", show_edge=False)
+    for c in ("cell", "task", "scorer", "seed", "would"):
+        table.add_column(c)
+    for p in planned:
+        record = store.existing(p.cell)
+        if record is None:
+            would = "skip (" + p.skip_reason + ")" if p.skip_reason else "run"
+        else:
+            would = (f"run again (has {record['status']})" if should_rerun(record, rerun)
+                     else f"keep ({record['status']})")
+        table.add_row(p.cell.id, p.cell.task, p.cell.scorer, str(p.cell.seed), would)
+    console.print(table)
+    return 0
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..executors import ExecutorError, get_executor_class
+    from ..progress import RichReporter, print_summary
+    from ..scheduler import run_cells
+    from ..store import ResultStore
+
+    console = Console()
+    profile, planned = _plan(args)
+    store = ResultStore(args.results)
+    if args.dry_run:
+        return _dry_run(console, planned, store, args.rerun)
+    console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
+                  f"{len(planned)} cells, {args.workers} worker(s), executor {args.executor}")
+    try:
+        executor = get_executor_class(args.executor).from_args(
+            args, workers=args.workers, plugins=list(args.plugin or []))
+    except ExecutorError as e:
+        raise SystemExit(f"scorebench run: {e}") from None
+    try:
+        with RichReporter(console) as reporter:
+            summary = run_cells(planned, store, executor, rerun=args.rerun,
+                                fail_fast=args.fail_fast, time_limit_s=profile.time_limit_s,
+                                reporter=reporter)
+    except ExecutorError as e:
+        raise SystemExit(f"scorebench run: {e}") from None
+    print_summary(console, summary, args.results)
+    sys.stdout.flush()
+    return 1 if summary.failed else 0

@@ -1,0 +1,106 @@
+"""The nightly job: run the missing cells, publish a release named by date, compare it with the
+previous nightly release, write the regression report.
+
+Steps (``nightly(args)``):
+
+1. ``scorebench run`` with the same options (profile, workers, executor, results): cells that
+   already have a record are kept, so only cells new to the current code run (a bumped task or
+   scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes through.
+2. ``publish`` the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
+   ``--html`` also its ``index.html``.
+3. Compare with the newest earlier ``nightly-*`` release and write ``REGRESSIONS.md`` in the new
+   release (rule: :mod:`leaderboard.history`).
+
+Exit status: 0, or 1 when the report has a regression, so that a scheduler can alert.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+NIGHTLY_PREFIX = "nightly-"
+NIGHTLY_NAME = re.compile(r"^nightly-\d{4}-\d{2}-\d{2}$")
+
+
+def release_name(date: str | None = None) -> str:
+    date = date or datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    try:
+        datetime.strptime(date, "%Y-%m-%d")
+    except ValueError:
+        raise SystemExit(f"scorebench nightly: --date {date!r} is not a date YYYY-MM-DD") from None
+    return NIGHTLY_PREFIX + date
+
+
+def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
+    """The newest nightly release older than ``current`` that has a results.json."""
+    root = Path(releases_dir)
+    earlier = sorted(p.parent for p in root.glob(f"{NIGHTLY_PREFIX}*/results.json")
+                     if NIGHTLY_NAME.match(p.parent.name) and p.parent.name < current)
+    return earlier[-1] if earlier else None
+
+
+def run_missing_cells(args) -> int:
+    """The harness's ``scorebench run`` on the nightly's options; its exit status."""
+    from .commands import run as run_command
+
+    return run_command.run(args)
+
+
+def write_html(published) -> None:
+    """``index.html`` of the release, as ``scorebench publish --html`` writes it."""
+    from leaderboard.html import write_site
+    from leaderboard.release import ReleaseError
+
+    from .commands.publish import scorer_metadata
+
+    names = set(published.board.rows["scorer_name"])
+    try:
+        pages = write_site(published.release_dir, scorer_metadata(names))
+    except ReleaseError as exc:
+        raise SystemExit(f"scorebench nightly: {exc}") from None
+    for page in pages:
+        print(f"wrote {page}")
+
+
+def nightly(args) -> int:
+    from leaderboard import history
+    from leaderboard.release import ReleaseError, load_release, publish
+
+    from .commands.publish import report as print_published
+
+    z = history.Z_THRESHOLD if args.z is None else args.z
+    rtol = history.RELATIVE_FLOOR if args.rtol is None else args.rtol
+    if not z > 0 or not rtol >= 0:
+        raise SystemExit(f"scorebench nightly: --z must be > 0 and --rtol >= 0 (got --z {z}, "
+                         f"--rtol {rtol})")
+    release = args.release or release_name(args.date)
+    if not args.skip_run:
+        status = run_missing_cells(args)
+        if status:
+            print("scorebench nightly: some cells failed (error, oom or timeout); they are "
+                  "published as failures", file=sys.stderr)
+    try:
+        published = publish(args.results, release, args.releases, args.leaderboard)
+    except (ReleaseError, FileNotFoundError) as exc:
+        raise SystemExit(f"scorebench nightly: {exc}") from None
+    print_published(published)
+    if args.html:
+        write_html(published)
+    previous = previous_nightly(args.releases, release)
+    report_path = published.release_dir / "REGRESSIONS.md"
+    if previous is None:
+        report_path.write_text(history.first_report(release), encoding="utf-8", newline="\n")
+        print(f"no earlier nightly release under {args.releases}; wrote {report_path}")
+        return 0
+    try:
+        before = load_release(previous)
+    except ReleaseError as exc:
+        raise SystemExit(f"scorebench nightly: {exc}") from None
+    comparison = history.compare(before, published.board, z=z, rtol=rtol)
+    report_path.write_text(history.report(comparison), encoding="utf-8", newline="\n")
+    verdict = "REGRESSION" if comparison.has_regression else "no regression"
+    print(f"{release} vs {previous.name}: {verdict} ({len(comparison.regressions)} metric(s), "
+          f"{len(comparison.failure_regressions)} failure increase(s)); report: {report_path}")
+    return 1 if comparison.has_regression else 0

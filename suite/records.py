@@ -1,0 +1,181 @@
+"""The result record: one JSON document per cell. The schema is documented in ``suite/SCHEMA.md``.
+
+This module is pure standard library (no torch), so the leaderboard can validate records with it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "diverged", "nan", "oom", "timeout", "error", "skipped")
+# Outcomes of the harness or the machine, not of the cell's numerics: `--rerun failed` reruns these
+# and `--fail-fast` stops on them. `nan` and `diverged` are results, reproducible from the seed.
+FAILED_STATUSES = ("error", "oom", "timeout")
+
+CELL_FIELDS = {
+    "task": str, "task_version": int, "track": str, "scorer": str, "scorer_version": int,
+    "scorer_kwargs": dict, "profile": str, "seed": int, "config": dict,
+}
+PROVENANCE_FIELDS = {
+    "git_sha": (str, type(None)), "git_dirty": (bool, type(None)), "harness_version": str,
+    "packages": dict, "device": str, "hardware": str, "host": str, "dtype": str,
+    "wall_time_s": (int, float), "peak_memory_mb": (int, float, type(None)),
+    "started": str, "finished": str,
+}
+RECORD_FIELDS = ("schema_version", "cell_id", "cell", "status", "message", "step", "metrics",
+                 "metric_specs", "grids", "items", "extra", "provenance")
+GRID_FIELDS = ("rows_name", "cols_name", "rows", "cols", "values")
+
+
+class RecordError(ValueError):
+    """A record does not follow the schema of ``suite/SCHEMA.md``; the message names the field."""
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no whitespace, no NaN/inf: the same object always gives the same string."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def cell_id(cell: dict) -> str:
+    """First 16 hex digits of the sha256 of the cell's canonical JSON."""
+    return hashlib.sha256(canonical_json(cell).encode("utf-8")).hexdigest()[:16]
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_finite(obj, where: str) -> None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise RecordError(f"{where} is {obj}; NaN/inf are not JSON, write null and say why in "
+                          f"`message` or `extra`")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise RecordError(f"{where} has a non-string key {k!r}")
+            _check_finite(v, f"{where}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _check_finite(v, f"{where}[{i}]")
+    elif not (obj is None or isinstance(obj, (str, bool, int, float))):
+        raise RecordError(f"{where} has a value of type {type(obj).__name__}, which is not JSON")
+
+
+def _check_type(value, types, where: str) -> None:
+    allowed = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, bool) and bool not in allowed:
+        raise RecordError(f"{where} must be {_names(types)}, got a bool")
+    if not isinstance(value, types):
+        raise RecordError(f"{where} must be {_names(types)}, got {type(value).__name__} {value!r}")
+
+
+def _names(types) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join("null" if t is type(None) else t.__name__ for t in types)
+
+
+def validate_grid(name: str, grid: Any) -> None:
+    where = f"grids.{name}"
+    if not isinstance(grid, dict):
+        raise RecordError(f"{where} must be an object with keys {list(GRID_FIELDS)}")
+    missing = [k for k in GRID_FIELDS if k not in grid]
+    unknown = sorted(set(grid) - set(GRID_FIELDS))
+    if missing or unknown:
+        raise RecordError(f"{where}: missing keys {missing}, unknown keys {unknown}; a grid has "
+                          f"exactly {list(GRID_FIELDS)}")
+    for k in ("rows", "cols", "values"):
+        _check_type(grid[k], list, f"{where}.{k}")
+    if len(grid["values"]) != len(grid["rows"]):
+        raise RecordError(f"{where}: {len(grid['values'])} rows of values for "
+                          f"{len(grid['rows'])} row labels")
+    for i, row in enumerate(grid["values"]):
+        if not isinstance(row, list) or len(row) != len(grid["cols"]):
+            raise RecordError(f"{where}.values[{i}] must be a list of {len(grid['cols'])} values "
+                              f"(one per column label)")
+        for j, v in enumerate(row):
+            if v is not None and not _is_number(v):
+                raise RecordError(f"{where}.values[{i}][{j}] must be a number or null, got {v!r}")
+
+
+def validate_items(items: dict, metrics: dict) -> None:
+    """Each items list is keyed by a metric name and its mean equals the metric (numbers only)."""
+    for name, outcomes in items.items():
+        if name not in metrics:
+            raise RecordError(f"items.{name}: items are keyed by metric name and {name!r} is not "
+                              f"a metric of this record (metrics: {sorted(metrics)})")
+        if not isinstance(outcomes, list):
+            raise RecordError(f"items.{name} must be a list of per-item outcomes")
+        value = metrics[name]
+        numeric = [float(x) for x in outcomes if _is_number(x) or isinstance(x, bool)]
+        if value is None or not outcomes or len(numeric) != len(outcomes):
+            continue
+        mean = math.fsum(numeric) / len(numeric)
+        if not math.isclose(mean, value, rel_tol=1e-5, abs_tol=1e-8):
+            raise RecordError(f"items.{name}: the mean of the {len(outcomes)} items is {mean!r} "
+                              f"but metrics.{name} is {value!r}; they must agree")
+
+
+def validate_record(record: Any) -> dict:
+    """Check ``record`` against the schema; return it, or raise :class:`RecordError`."""
+    if not isinstance(record, dict):
+        raise RecordError(f"a record is a JSON object, got {type(record).__name__}")
+    missing = [k for k in RECORD_FIELDS if k not in record]
+    unknown = sorted(set(record) - set(RECORD_FIELDS))
+    if missing:
+        raise RecordError(f"record is missing field(s) {missing}")
+    if unknown:
+        raise RecordError(f"record has unknown field(s) {unknown}")
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise RecordError(f"schema_version is {record['schema_version']!r}; this harness reads "
+                          f"version {SCHEMA_VERSION}")
+    cell = record["cell"]
+    _check_type(cell, dict, "cell")
+    missing = [k for k in CELL_FIELDS if k not in cell]
+    unknown = sorted(set(cell) - set(CELL_FIELDS))
+    if missing or unknown:
+        raise RecordError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
+    for k, t in CELL_FIELDS.items():
+        _check_type(cell[k], t, f"cell.{k}")
+    _check_finite(cell, "cell")
+    if cell_id(cell) != record["cell_id"]:
+        raise RecordError(f"cell_id {record['cell_id']!r} does not match the cell (its hash is "
+                          f"{cell_id(cell)!r}); the cell was edited after the run")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"status {record['status']!r} is not one of {list(STATUSES)}")
+    _check_type(record["message"], str, "message")
+    _check_type(record["step"], (int, type(None)), "step")
+    for k in ("metrics", "metric_specs", "grids", "items", "extra", "provenance"):
+        _check_type(record[k], dict, k)
+    for k in ("metrics", "grids", "items", "extra", "provenance"):
+        _check_finite(record[k], k)
+    for name, value in record["metrics"].items():
+        if value is not None and not _is_number(value):
+            raise RecordError(f"metrics.{name} must be a number or null, got {value!r}")
+    for name, spec in record["metric_specs"].items():
+        if (not isinstance(spec, dict) or spec.get("direction") not in ("lower", "higher")
+                or not isinstance(spec.get("headline"), bool)):
+            raise RecordError(f"metric_specs.{name} must be {{'direction': 'lower'|'higher', "
+                              f"'headline': true|false}}, got {spec!r}")
+    undeclared = sorted(set(record["metrics"]) - set(record["metric_specs"]))
+    if undeclared:
+        raise RecordError(f"metrics {undeclared} have no entry in metric_specs")
+    for name, grid in record["grids"].items():
+        validate_grid(name, grid)
+    validate_items(record["items"], record["metrics"])
+    prov = record["provenance"]
+    missing = [k for k in PROVENANCE_FIELDS if k not in prov]
+    if missing:
+        raise RecordError(f"provenance is missing field(s) {missing}")
+    for k, t in PROVENANCE_FIELDS.items():
+        _check_type(prov[k], t, f"provenance.{k}")
+    return record
+
+
+def dumps(record: dict) -> str:
+    """The record as indented JSON (keys in schema order); refuses NaN/inf."""
+    return json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,0 +1,264 @@
+"""Run one cell and turn whatever happens into a record.
+
+``run_cell`` never raises for a failing cell (only for ``KeyboardInterrupt``): a
+:class:`tasks.TrainingFailure` becomes its status (``nan`` / ``diverged``) and step, CUDA or host
+out-of-memory becomes ``oom``, the per-cell time limit ``timeout``, any other exception ``error``
+with the traceback in ``message``. Everything random is seeded from the cell's seed alone.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .cells import Cell, config_object
+from .provenance import peak_memory_mb, provenance, reset_peak_memory, utc_now
+from .records import SCHEMA_VERSION, RecordError, validate_record
+
+
+class CellTimeout(Exception):
+    """The cell ran past its time limit."""
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What an executor needs to run a cell; JSON-serializable (``to_json`` / ``from_json``)."""
+
+    cell: Cell
+    skip_reason: str | None = None
+    time_limit_s: float | None = None
+    workdir: str | None = None  # the cell's scratch directory (checkpoints, caches)
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.id
+
+    def to_json(self) -> dict:
+        return {"cell": self.cell.to_dict(), "skip_reason": self.skip_reason,
+                "time_limit_s": self.time_limit_s, "workdir": self.workdir}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CellJob":
+        return cls(Cell.from_dict(d["cell"]), d.get("skip_reason"), d.get("time_limit_s"),
+                   d.get("workdir"))
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's (CPU and every CUDA device) generators."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`CellTimeout` in the main thread after ``seconds`` (no limit: None or 0)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise CellTimeout(f"the cell ran past its time limit of {seconds:g} s "
+                          f"([run] time_limit_s of the profile)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def to_json_value(obj: Any, where: str, notes: list[str]) -> Any:
+    """``obj`` as plain JSON: numpy/torch scalars and arrays become numbers and lists; NaN and
+    inf become null and are noted in ``notes``."""
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            notes.append(f"{where} was {obj}")
+            return None
+        return float(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_json_value(v, f"{where}.{k}", notes) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_json_value(v, f"{where}[{i}]", notes) for i, v in enumerate(obj)]
+    if hasattr(obj, "tolist"):  # numpy or torch scalars and arrays
+        return to_json_value(obj.tolist(), where, notes)
+    if hasattr(obj, "item"):
+        return to_json_value(obj.item(), where, notes)
+    raise RecordError(f"{where} has a value of type {type(obj).__name__}, which is not JSON")
+
+
+def normalize_grid(grid: Any) -> Any:
+    """Accept the ``{"axes": {"rows": .., "cols": ..}, ...}`` form and give the record's
+    ``rows_name`` / ``cols_name`` form."""
+    if isinstance(grid, dict) and isinstance(grid.get("axes"), dict):
+        grid = dict(grid)
+        axes = grid.pop("axes")
+        grid.setdefault("rows_name", axes.get("rows"))
+        grid.setdefault("cols_name", axes.get("cols"))
+    return grid
+
+
+def _is_oom(e: BaseException) -> bool:
+    if isinstance(e, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            return True
+    except (ImportError, AttributeError):
+        pass
+    text = str(e)
+    return isinstance(e, RuntimeError) and ("out of memory" in text
+                                            or "can't allocate memory" in text)
+
+
+def _remove_if_empty(workdir: Path | None, levels: int = 4) -> None:
+    """Remove the cell's scratch directory and its empty parents (``.work/<task>/<scorer>``)."""
+    path = workdir
+    for _ in range(levels if path is not None else 0):
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        path = path.parent
+
+
+def _summary_line(tb: str) -> str:
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_cell(job: CellJob, *, device: str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run ``job`` and return its record (validated against the schema)."""
+    import torch
+    from tasks import RunContext, TrainingFailure, create_task
+
+    cell = job.cell
+    device = device or default_device()
+    started, t0 = utc_now(), time.perf_counter()
+    reset_peak_memory(device)
+    status, message, step = "ok", "", None
+    out: dict[str, Any] = {"metrics": {}, "grids": {}, "items": {}, "extra": {}}
+    metric_specs: dict[str, dict] = {}
+    workdir = Path(job.workdir) if job.workdir else None
+    try:
+        task = create_task(cell.task)
+        metric_specs = {name: {"direction": m.direction, "headline": bool(m.headline)}
+                        for name, m in task.metrics.items()}
+        if int(task.version) != cell.task_version:
+            raise RecordError(f"task {cell.task!r} is version {task.version} here but the cell "
+                              f"was planned with version {cell.task_version}")
+        if job.skip_reason:
+            status, message = "skipped", job.skip_reason
+        else:
+            config = config_object(task, cell.config)
+            if workdir is not None:
+                workdir.mkdir(parents=True, exist_ok=True)
+            ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress)
+            seed_everything(cell.seed)
+            with time_limit(job.time_limit_s):
+                result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)
+            notes: list[str] = []
+            out = {k: to_json_value(getattr(result, k), k, notes)
+                   for k in ("metrics", "grids", "items", "extra")}
+            out["grids"] = {k: normalize_grid(g) for k, g in out["grids"].items()}
+            step = None if result.step is None else int(result.step)
+            if notes:
+                message = "non-finite values written as null: " + "; ".join(notes)
+    except KeyboardInterrupt:
+        raise
+    except TrainingFailure as e:
+        status, step, message = e.status, e.step, e.message
+    except CellTimeout as e:
+        status, message = "timeout", str(e)
+    except BaseException as e:  # noqa: BLE001 - every failure of a cell is a result
+        status = "oom" if _is_oom(e) else "error"
+        message = traceback.format_exc()
+        if isinstance(e, SystemExit):
+            message = f"the task called sys.exit({e.code})\n{message}"
+    finally:
+        _remove_if_empty(workdir)
+    wall = time.perf_counter() - t0
+    extra = out["extra"] if isinstance(out["extra"], dict) else {}
+    record = {
+        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
+        "status": status, "message": message, "step": step,
+        "metrics": out["metrics"], "metric_specs": metric_specs, "grids": out["grids"],
+        "items": out["items"], "extra": out["extra"],
+        "provenance": provenance(device=device, dtype=str(extra.get("dtype", "float32")),
+                                 wall_time_s=wall, peak_mb=peak_memory_mb(device),
+                                 started=started, finished=utc_now()),
+    }
+    try:
+        return validate_record(record)
+    except RecordError as e:
+        record.update(status="error", metrics={}, grids={}, items={}, extra={},
+                      message=f"the task returned a result that does not fit the record schema "
+                              f"(suite/SCHEMA.md): {e}")
+        return validate_record(record)
+
+
+def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu",
+                  hardware_name: str | None = None, started: str | None = None,
+                  wall_time_s: float = 0.0) -> dict:
+    """The record of a cell that ended outside ``run_cell`` (its worker process died, or it was
+    killed for running past its time limit)."""
+    metric_specs = {}
+    try:
+        from tasks import get_task_class
+
+        metric_specs = {n: {"direction": m.direction, "headline": bool(m.headline)}
+                        for n, m in get_task_class(job.cell.task).metrics.items()}
+    except Exception:  # noqa: BLE001 - the record is still valid without them
+        pass
+    record = {
+        "schema_version": SCHEMA_VERSION, "cell_id": job.cell.id, "cell": job.cell.to_dict(),
+        "status": status, "message": message, "step": None, "metrics": {},
+        "metric_specs": metric_specs, "grids": {}, "items": {}, "extra": {},
+        "provenance": provenance(device=device, dtype="float32", wall_time_s=wall_time_s,
+                                 peak_mb=None, started=started or utc_now(),
+                                 finished=utc_now(), hardware_name=hardware_name),
+    }
+    return validate_record(record)
+
+
+def failure_reason(record: dict) -> str:
+    """One line saying why a cell did not finish ``ok``."""
+    msg = record.get("message", "")
+    if record.get("status") in ("error", "oom") and "Traceback" in msg:
+        msg = _summary_line(msg)
+    line = msg.strip().splitlines()[0] if msg.strip() else ""
+    step = record.get("step")
+    return f"{line} (step {step})" if step is not None and record.get("status") != "ok" else line
+
+
+def worker_threads(workers: int) -> int:
+    """Intra-op threads per worker so that ``workers`` processes share the usable CPUs."""
+    from .provenance import usable_cpus
+
+    return max(1, usable_cpus() // max(1, workers))
+

@@ -1,0 +1,166 @@
+"""The loop between planned cells, the result store and an executor.
+
+For each cell: skip it when its record exists (unless ``rerun`` says otherwise), claim it, hand it
+to the executor, write the record it returns, release the claim. Only this loop writes records, so
+whatever engine runs the cells, a record on disk is complete and a killed run loses only the cells
+in flight.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .cells import PlannedCell
+from .executors import Event, Executor
+from .records import FAILED_STATUSES
+from .runner import CellJob, run_cell
+from .store import ResultStore
+
+RERUN_CHOICES = ("failed", "all")
+
+
+class Reporter(Protocol):
+    """Receives what happens during a run (``suite.progress.RichReporter`` draws it)."""
+
+    def planned(self, to_run: int, resumed: int) -> None: ...
+
+    def event(self, event: Event) -> None: ...
+
+    def finished(self, job: CellJob, record: dict) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class NullReporter:
+    def planned(self, to_run, resumed): pass
+
+    def event(self, event): pass
+
+    def finished(self, job, record): pass
+
+    def note(self, text): pass
+
+
+@dataclass
+class RunSummary:
+    """What a run did. ``records``: written by this run; ``resumed``: records already there;
+    ``elsewhere``: cells another live run holds; ``not_run``: left out after ``--fail-fast``."""
+
+    records: list[dict] = field(default_factory=list)
+    resumed: list[dict] = field(default_factory=list)
+    elsewhere: list[CellJob] = field(default_factory=list)
+    not_run: list[CellJob] = field(default_factory=list)
+    stopped_early: bool = False
+    wall_time_s: float = 0.0
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.records if r["status"] == status)
+
+
+def should_rerun(record: dict, rerun: str | None) -> bool:
+    if rerun is None:
+        return False
+    if rerun == "all":
+        return True
+    if rerun == "failed":
+        return record["status"] in FAILED_STATUSES
+    raise ValueError(f"--rerun must be one of {RERUN_CHOICES}, got {rerun!r}")
+
+
+def make_jobs(planned: list[PlannedCell], store: ResultStore,
+              time_limit_s: float | None) -> list[CellJob]:
+    return [CellJob(p.cell, p.skip_reason, time_limit_s,
+                    str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id))
+            for p in planned]
+
+
+def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor, *,
+              rerun: str | None = None, fail_fast: bool = False,
+              time_limit_s: float | None = None, reporter: Reporter | None = None,
+              poll_s: float = 1.0) -> RunSummary:
+    """Run the cells of ``planned`` that need running; return what happened."""
+    reporter = reporter or NullReporter()
+    t0, run_started = time.perf_counter(), time.time()
+    summary = RunSummary()
+    pending: deque[CellJob] = deque()
+    for job in make_jobs(planned, store, time_limit_s):
+        record = store.existing(job.cell)
+        if record is not None and not should_rerun(record, rerun):
+            summary.resumed.append(record)
+        else:
+            pending.append(job)
+    for warning in store.warnings:
+        reporter.note(warning)
+    reporter.planned(len(pending), len(summary.resumed))
+
+    def done_meanwhile(job: CellJob) -> dict | None:
+        """A record another run wrote after this run started (never rerun that one)."""
+        record = store.existing(job.cell)
+        if record is None:
+            return None
+        fresh = Path(store.path_of(job.cell)).stat().st_mtime >= run_started
+        return record if fresh or not should_rerun(record, rerun) else None
+
+    def save(job: CellJob, record: dict, claim) -> None:
+        store.write(record)
+        store.release(claim)
+        summary.records.append(record)
+        reporter.finished(job, record)
+        if fail_fast and record["status"] in FAILED_STATUSES:
+            summary.stopped_early = True
+
+    claims: dict[str, object] = {}
+    store.start_heartbeat()
+    try:
+        while pending or executor.in_flight():
+            while pending and not summary.stopped_early and executor.free_slots() > 0:
+                job = pending.popleft()
+                claim = store.claim(job.cell)
+                if claim is None:
+                    summary.elsewhere.append(job)
+                    continue
+                record = done_meanwhile(job)
+                if record is not None:
+                    store.release(claim)
+                    summary.resumed.append(record)
+                    continue
+                if job.skip_reason:
+                    save(job, run_cell(job), claim)
+                    continue
+                claims[job.cell_id] = claim
+                executor.submit(job)
+            if summary.stopped_early:
+                summary.not_run.extend(pending)
+                pending.clear()
+                if executor.in_flight():
+                    reporter.note(f"--fail-fast: stopping {executor.in_flight()} cell(s) "
+                                  f"in flight")
+                    executor.cancel()
+                break
+            if not executor.in_flight():
+                continue
+            for job, record in executor.wait(poll_s, reporter.event):
+                save(job, record, claims.pop(job.cell_id))
+        still_elsewhere = []
+        for job in summary.elsewhere:
+            record = done_meanwhile(job)
+            if record is not None:
+                summary.resumed.append(record)
+            else:
+                still_elsewhere.append(job)
+        summary.elsewhere = still_elsewhere
+    finally:
+        if claims:
+            executor.cancel()
+        executor.close()
+        store.release_all()
+        store.stop_heartbeat()
+        summary.wall_time_s = time.perf_counter() - t0
+    return summary

@@ -1,0 +1,314 @@
+"""``decoder_lm``: train a Nemotron-style decoder from scratch, then perplexity and zero-shot.
+
+One cell = one scorer x one seed: tokenizer (byte-level BPE on the training split, cached),
+training (AdamW, linear warm-up + cosine decay, gradient clipping, bf16 autocast on CUDA),
+a safetensors checkpoint in the cell's workdir, then one evaluation path for every scorer:
+
+- perplexity (``rolling`` protocol by default, ``windows`` for paper parity) on the held-out
+  documents of the training corpus and on Wikipedia, WikiText-2 test and C4;
+- arc_easy, arc_challenge, boolq, piqa, hellaswag, winogrande, lambada_openai scored as
+  lm-evaluation-harness 0.4 does, ``n_shot``-shot, per-item outcomes in ``items``; a benchmark
+  metric at or below the best constant-answer accuracy on the same items is flagged in
+  ``extra["below_baseline"]``.
+
+A workdir that already holds the checkpoint of the same training configuration is evaluated
+without retraining.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+
+from .base import Metric, RunContext, Task, TaskResult, TrainingFailure
+from .data import corpora
+from .data.bpe import TextTokenizer
+from .data.lm_data import eval_documents, training_data
+from .lmeval.benchmarks import BENCHMARKS
+from .lmeval.perplexity import PROTOCOLS, perplexity
+from .lmeval.scoring import LogLikelihoodScorer
+from .lmeval.zeroshot import run_benchmark
+from .models.decoder import Decoder, DecoderConfig, parameter_counts
+from .registry import TaskError, register_task
+
+PPL_SETS = ("heldout", "wikipedia", "wikitext", "c4")
+CHECKPOINT = "decoder.safetensors"
+CHECKPOINT_META = "decoder.json"
+TOKENIZER = "tokenizer.json"
+MODEL_FIELDS = ("n_layer", "dim", "n_head", "n_kv_head", "ffn_dim", "max_len", "rotary_fraction",
+                "rope_base", "zero_centered_gamma", "norm_eps", "init_std")
+TRAIN_FIELDS = ("corpus", "vocab_size", *MODEL_FIELDS, "steps", "batch_size", "lr", "min_lr",
+                "warmup_steps", "weight_decay", "beta1", "beta2", "adam_eps", "grad_clip", "bf16",
+                "diverge_factor")
+
+
+@dataclass
+class DecoderLMConfig:
+    # data and tokenizer
+    corpus: str = "nltk_mix"              # nltk_mix | tinyshakespeare
+    vocab_size: int = 8192
+    # model (defaults: a small CPU model; the paper profile sets the 114M configuration)
+    n_layer: int = 4
+    dim: int = 256
+    n_head: int = 8
+    n_kv_head: int = 4
+    ffn_dim: int = 1024
+    max_len: int = 256
+    rotary_fraction: float = 0.5
+    rope_base: float = 10000.0
+    zero_centered_gamma: bool = True
+    norm_eps: float = 1e-5
+    init_std: float = 0.0134
+    # training
+    steps: int = 1000
+    batch_size: int = 16
+    lr: float = 3e-4
+    min_lr: float = 3e-5
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    adam_eps: float = 1e-5
+    grad_clip: float = 1.0
+    bf16: bool = True                     # autocast to bfloat16 on CUDA (CPU runs in fp32)
+    diverge_factor: float = 1.5           # diverged: mean loss of a log interval > factor * ln(V)
+    log_every: int = 50
+    # evaluation
+    ppl_protocol: str = "rolling"         # rolling | windows
+    ppl_sets: list = field(default_factory=lambda: list(PPL_SETS))
+    ppl_max_docs: int = -1                # first N documents of each OOD set (-1: all)
+    benchmarks: list = field(default_factory=lambda: list(BENCHMARKS))
+    n_shot: int = 0
+    max_items: int = -1                   # first N items of each benchmark (-1: all)
+    add_bos: bool = False
+    eval_batch_tokens: int = 8192
+
+    def __post_init__(self):
+        if self.corpus not in corpora.TRAINING_CORPORA:
+            raise TaskError(f"decoder_lm: corpus={self.corpus!r} is unknown; use one of "
+                            f"{', '.join(corpora.TRAINING_CORPORA)}")
+        if self.ppl_protocol not in PROTOCOLS:
+            raise TaskError(f"decoder_lm: ppl_protocol={self.ppl_protocol!r} is unknown; use one "
+                            f"of {', '.join(PROTOCOLS)}")
+        for name in self.ppl_sets:
+            if name not in PPL_SETS:
+                raise TaskError(f"decoder_lm: ppl_sets has unknown set {name!r}; known: "
+                                f"{', '.join(PPL_SETS)}")
+        for name in self.benchmarks:
+            if name not in BENCHMARKS:
+                raise TaskError(f"decoder_lm: benchmarks has unknown benchmark {name!r}; known: "
+                                f"{', '.join(BENCHMARKS)}")
+        if self.n_shot < 0:
+            raise TaskError(f"decoder_lm: n_shot={self.n_shot} must be >= 0")
+        if self.steps < 1 or self.warmup_steps < 0:
+            raise TaskError(f"decoder_lm: steps={self.steps} must be >= 1 and "
+                            f"warmup_steps={self.warmup_steps} >= 0")
+
+    def model_config(self, vocab_size: int, scorer: str, scorer_kwargs: dict) -> DecoderConfig:
+        return DecoderConfig(vocab_size=vocab_size, scorer=scorer, scorer_kwargs=dict(scorer_kwargs),
+                             **{k: getattr(self, k) for k in MODEL_FIELDS})
+
+
+def _metrics() -> dict[str, Metric]:
+    out = {"train_loss": Metric("lower", description="mean training loss of the last log interval")}
+    for s in PPL_SETS:
+        out[f"{s}_perplexity"] = Metric("lower", headline=s in ("heldout", "wikipedia"),
+                                        description=f"{s} token perplexity")
+        out[f"{s}_word_perplexity"] = Metric("lower", description=f"{s} word perplexity (rolling)")
+        out[f"{s}_byte_perplexity"] = Metric("lower", description=f"{s} byte perplexity (rolling)")
+        out[f"{s}_bits_per_byte"] = Metric("lower", description=f"{s} bits per UTF-8 byte (rolling)")
+        out[f"{s}_mean_cross_entropy"] = Metric("lower", description=f"{s} mean CE (windows)")
+    for b in BENCHMARKS.values():
+        for m in b.metrics:
+            direction = "lower" if m == "perplexity" else "higher"
+            out[f"{b.name}_{m}"] = Metric(direction, headline=m == b.headline,
+                                          description=f"{b.name} {m} (lm-eval 0.4 rules)")
+    out["lambada_openai_nll"] = Metric("lower", description="lambada mean -log p(last word)")
+    return out
+
+
+def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: int,
+                tokenizer_sha: str) -> str:
+    ident = {"train": {k: getattr(cfg, k) for k in TRAIN_FIELDS}, "scorer": scorer,
+             "scorer_kwargs": scorer_kwargs, "seed": seed, "tokenizer": tokenizer_sha}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def lr_at(step: int, cfg: DecoderLMConfig) -> float:
+    """Linear warm-up to ``lr`` over ``warmup_steps``, then cosine decay to ``min_lr`` at ``steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(cfg.steps - cfg.warmup_steps, 1)
+    progress = min((step - cfg.warmup_steps) / span, 1.0)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def save_checkpoint(workdir: Path, model: Decoder, tokenizer: TextTokenizer, meta: dict) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_model(model, str(workdir / CHECKPOINT))
+    tokenizer.save(workdir / TOKENIZER)
+    (workdir / CHECKPOINT_META).write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+
+def load_checkpoint(workdir: Path, device: torch.device | str = "cpu"
+                    ) -> tuple[Decoder, TextTokenizer, dict]:
+    """A trained decoder, its tokenizer and its metadata from a checkpoint directory."""
+    workdir = Path(workdir)
+    for name in (CHECKPOINT, CHECKPOINT_META, TOKENIZER):
+        if not (workdir / name).is_file():
+            raise FileNotFoundError(f"{workdir} is not a decoder_lm checkpoint: {name} is missing "
+                                    f"(a decoder_lm cell writes {CHECKPOINT}, {CHECKPOINT_META} and "
+                                    f"{TOKENIZER} into its workdir)")
+    meta = json.loads((workdir / CHECKPOINT_META).read_text())
+    model = Decoder(DecoderConfig(**meta["model"]), seed=None)
+    load_model(model, str(workdir / CHECKPOINT), device=str(device))
+    return model.to(device).eval(), TextTokenizer.load(workdir / TOKENIZER), meta
+
+
+def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
+          ctx: RunContext, autocast: bool) -> dict:
+    """Train in place; raises :class:`TrainingFailure` on a non-finite or diverged loss."""
+    device = ctx.device
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and ".scorer." not in n]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 or ".scorer." in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps)
+    rng = np.random.default_rng(seed)
+    L, limit = cfg.max_len, cfg.diverge_factor * math.log(model.cfg.vocab_size)
+    if len(stream) < L + 2:
+        raise TaskError(f"decoder_lm: the training stream has {len(stream)} tokens, fewer than "
+                        f"max_len + 2 = {L + 2}")
+    offsets_col = np.arange(L + 1)
+    curve_steps, curve_loss, window = [], [], []
+    model.train()
+    for step in range(cfg.steps):
+        starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)
+        batch = torch.from_numpy(stream[starts[:, None] + offsets_col].astype(np.int64)).to(device)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            loss = model.loss(batch[:, :-1], batch[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        value = loss.item()
+        if not math.isfinite(value) or not math.isfinite(float(grad_norm)):
+            raise TrainingFailure("nan", step, f"non-finite loss {value} or gradient norm "
+                                               f"{float(grad_norm)} at step {step}")
+        opt.step()
+        window.append(value)
+        if len(window) == cfg.log_every or step == cfg.steps - 1:
+            mean = float(np.mean(window))
+            curve_steps.append(step + 1)
+            curve_loss.append(mean)
+            window = []
+            if step >= cfg.warmup_steps and mean > limit:
+                raise TrainingFailure("diverged", step, f"mean training loss {mean:.3f} at step "
+                                      f"{step + 1} exceeds {cfg.diverge_factor} x ln(V) = {limit:.3f}")
+        ctx.report(step + 1, cfg.steps)
+    model.eval()
+    return {"loss_curve": {"step": curve_steps, "loss": curve_loss}}
+
+
+@register_task("decoder_lm")
+class DecoderLM(Task):
+    version = 1
+    track = "decoder"
+    Config = DecoderLMConfig
+    metrics = _metrics()
+
+    def run(self, scorer, scorer_kwargs, seed, config, ctx):
+        cfg: DecoderLMConfig = config
+        device = ctx.device
+        autocast = bool(cfg.bf16 and device.type == "cuda")
+        t0 = time.perf_counter()
+        data = training_data(cfg.corpus, cfg.vocab_size)
+        tok = data.tokenizer
+        model_cfg = cfg.model_config(tok.vocab_size, scorer, scorer_kwargs)
+        fp = fingerprint(cfg, scorer, scorer_kwargs, seed, tok.sha256)
+        extra: dict = {"dtype": "bfloat16" if autocast else "float32", "fingerprint": fp,
+                       "tokenizer_sha256": tok.sha256, "vocab_size": tok.vocab_size,
+                       "train_tokens": int(len(data.train)),
+                       "tokens_seen": cfg.steps * cfg.batch_size * cfg.max_len}
+        meta_path = ctx.workdir / CHECKPOINT_META if ctx.workdir else None
+        if meta_path is not None and meta_path.is_file() and \
+                json.loads(meta_path.read_text()).get("fingerprint") == fp:
+            model, _, meta = load_checkpoint(ctx.workdir, device)
+            extra.update(meta["train_extra"], resumed_from_checkpoint=True)
+        else:
+            model = Decoder(model_cfg, seed=seed).to(device)
+            train_extra = train(model, data.train, cfg, seed, ctx, autocast)
+            train_extra["train_seconds"] = time.perf_counter() - t0
+            extra.update(train_extra, resumed_from_checkpoint=False)
+            if ctx.workdir is not None:
+                save_checkpoint(ctx.workdir, model, tok,
+                                {"fingerprint": fp, "model": asdict(model_cfg), "seed": seed,
+                                 "step": cfg.steps, "train_extra": train_extra})
+        extra["parameters"] = parameter_counts(model)
+        extra["scorer_parameters"] = model.scorer_parameters()
+        metrics: dict[str, float] = {"train_loss": extra["loss_curve"]["loss"][-1]}
+        items: dict[str, list] = {}
+        t1 = time.perf_counter()
+        llm = LogLikelihoodScorer(model, tok, max_length=cfg.max_len, device=device,
+                                  batch_tokens=cfg.eval_batch_tokens, add_bos=cfg.add_bos,
+                                  autocast_dtype=torch.bfloat16 if autocast else None)
+        extra["perplexity"] = self._perplexity(llm, data, cfg, metrics, items)
+        extra["benchmarks"] = self._benchmarks(llm, cfg, metrics, items, extra)
+        extra["long_continuations_split"] = llm.split_requests
+        extra["eval_seconds"] = time.perf_counter() - t1
+        return TaskResult(metrics=metrics, items=items, extra=extra, step=cfg.steps)
+
+    @staticmethod
+    def _perplexity(llm, data, cfg, metrics, items) -> dict:
+        info = {"protocol": cfg.ppl_protocol, "context": cfg.max_len}
+        for name in cfg.ppl_sets:
+            if name == "heldout":
+                docs = data.test
+            else:
+                docs = eval_documents(name, data.tokenizer)
+                if cfg.ppl_max_docs >= 0:
+                    docs = docs.subset(range(min(cfg.ppl_max_docs, len(docs))))
+            res = perplexity(llm, docs, cfg.ppl_protocol)
+            for key, value in res.metrics.items():
+                metrics[f"{name}_{key}"] = value
+            for key, values in res.items.items():
+                items[f"{name}_{key}"] = values
+            info[name] = {"documents": res.n_docs, "tokens": res.n_tokens,
+                          "words": int(docs.words.sum()), "bytes": int(docs.bytes.sum())}
+        return info
+
+    @staticmethod
+    def _benchmarks(llm, cfg, metrics, items, extra) -> dict:
+        info: dict = {"n_shot": cfg.n_shot, "add_bos": cfg.add_bos, "max_items": cfg.max_items,
+                      "fewshot_source": "the evaluated file itself (random.Random(1234)), "
+                                        "the item excluded"}
+        baselines, below = {}, []
+        limit = None if cfg.max_items < 0 else cfg.max_items
+        for name in cfg.benchmarks:
+            res = run_benchmark(llm, name, n_shot=cfg.n_shot, limit=limit)
+            for m, value in res.metrics.items():
+                metrics[f"{name}_{m}"] = value
+            for m in ("acc", "acc_norm"):
+                if m in res.items:
+                    items[f"{name}_{m}"] = res.items[m]
+            if "ll" in res.items:
+                items[f"{name}_nll"] = [-x for x in res.items["ll"]]
+                metrics[f"{name}_nll"] = float(np.mean(items[f"{name}_nll"]))
+            if res.baseline is not None:
+                for m in ("acc", "acc_norm"):
+                    if m in res.metrics:
+                        baselines[f"{name}_{m}"] = res.baseline
+                        if res.metrics[m] <= res.baseline:
+                            below.append(f"{name}_{m}")
+            info[name] = {"items": res.n_items, "requests": res.n_requests}
+        extra["baselines"] = baselines
+        extra["below_baseline"] = below
+        return info

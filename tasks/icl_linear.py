@@ -1,0 +1,194 @@
+"""``icl_linear``: learn f(x) = a x + b in context; input and function shift against the optimal baseline.
+
+Data (TASKS.md (b)): x_t ~ N(0, 1); per sequence a, b ~ N(0, 1); y_t = a x_t + b, noise-free. The model
+reads (x_1, y_1, ..., x_T, y_T) and predicts y_t at the x_t token; loss = MSE over all positions.
+
+Evaluation: for T in ``eval_points`` (paper 9; scorebench also 41), sigma_x in ``eval_sigma_x`` x sigma in
+``eval_sigma``: x = sigma_x * z with z ~ N(0, 1) fixed per (sequence, position) for that T; functions
+a = sigma * a0, b = sigma * b0 with (a0, b0) ~ N(0, 1) drawn once per cell seed and reused for every grid
+cell; every function is applied to the same ``eval_sequences`` x-sequences. MSE over 0-based indices
+>= ``mse_start``, averaged over sequences and functions. Baselines on the same data:
+
+- least squares with intercept on the context (x_1..x_{t-1}, y_1..y_{t-1}) evaluated at x_t; the
+  minimum-norm solution when t - 1 = 1, prediction 0 when t = 1; exact from t - 1 = 2 on (noise-free);
+- the zero predictor, expected MSE sigma^2 (sigma_x^2 + 1).
+
+In distribution = sigma_x = sigma = 1 and T <= the last training length; everything else is shifted.
+Normalized MSE (``ratio``) = model MSE / the zero predictor's MSE on the same cell.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from .base import Metric, RunContext, Task, TaskResult
+from .icl_training import (ICLTaskConfig, build_model, generator, grid, mean_of, predict,
+                           save_checkpoint, scorer_parameter_values, train,
+                           training_dtype)
+from .registry import TaskError, register_task
+
+
+def sample_linear(gen: torch.Generator, batch: int, points: int):
+    """(xs, ys) with x ~ N(0, 1) and y = a x + b, a, b ~ N(0, 1) per sequence."""
+    xs = torch.randn(batch, points, generator=gen)
+    ab = torch.randn(batch, 2, 1, generator=gen)
+    return xs, ab[:, 0] * xs + ab[:, 1]
+
+
+def mse_loss(outputs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(outputs, ys)
+
+
+def least_squares_predictions(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """Prediction at x_t of least squares with intercept fitted on the points before t (fp64).
+
+    With m = t - 1 context points, centred sums give slope = Sxy / Sxx and
+    y_hat = ybar + slope (x_t - xbar). m = 0: 0. m = 1, or all context x equal: the minimum-norm
+    solution of [x, 1] w = y, i.e. y_hat = ybar (xbar x_t + 1) / (xbar^2 + 1).
+    """
+    x, y = xs.double(), ys.double()
+    t = x.shape[-1]
+    before = torch.ones(t, t, dtype=torch.bool, device=x.device).tril(-1).double()  # [i, j] = j < i
+    m = before.sum(-1)
+    safe_m = m.clamp_min(1)
+    xbar = (x @ before.T) / safe_m
+    ybar = (y @ before.T) / safe_m
+    dx = (x[..., None, :] - xbar[..., :, None]) * before  # [.., i, j] = x_j - xbar_i for j < i
+    dy = (y[..., None, :] - ybar[..., :, None]) * before
+    sxx = (dx * dx).sum(-1)
+    sxy = (dx * dy).sum(-1)
+    scale = x.abs().amax(-1, keepdim=True).clamp_min(1.0)
+    full_rank = (m >= 2) & (sxx > (1e-12 * scale) ** 2 * m)
+    slope = sxy / torch.where(full_rank, sxx, 1.0)
+    fitted = ybar + slope * (x - xbar)
+    min_norm = ybar * (xbar * x + 1) / (xbar * xbar + 1)
+    pred = torch.where(full_rank, fitted, min_norm)
+    return torch.where(m >= 1, pred, torch.zeros_like(pred))
+
+
+@dataclass
+class LinearConfig(ICLTaskConfig):
+    eval_points: tuple[int, ...] = (9, 41)
+    eval_sigma_x: tuple[float, ...] = tuple(float(s) for s in range(1, 11))
+    eval_sigma: tuple[float, ...] = tuple(float(s) for s in range(1, 11))
+    eval_functions: int = 100
+    mse_start: int = 3
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.eval_points or not self.eval_sigma_x or not self.eval_sigma:
+            raise TaskError("eval_points, eval_sigma_x and eval_sigma must be non-empty")
+        if any(s <= 0 for s in (*self.eval_sigma_x, *self.eval_sigma)):
+            raise TaskError("eval_sigma_x and eval_sigma are standard deviations and must be > 0")
+        if 1.0 not in self.eval_sigma_x or 1.0 not in self.eval_sigma or \
+                min(self.eval_points) > self.curriculum_start:
+            raise TaskError("the grid needs an in-distribution cell: eval_sigma_x and eval_sigma must "
+                            "contain 1 and eval_points a length <= curriculum_start="
+                            f"{self.curriculum_start}")
+        if self.mse_start < 0 or min(self.eval_points) <= self.mse_start:
+            raise TaskError(f"mse_start={self.mse_start} must be >= 0 and below every eval point "
+                            f"{self.eval_points}")
+        if self.eval_functions < 1:
+            raise TaskError(f"eval_functions must be >= 1, got {self.eval_functions}")
+        self.check_points("eval_points", self.eval_points)
+
+
+METRICS = {
+    "mse_id": Metric("lower", True, "MSE in distribution (sigma_x = sigma = 1, T <= the last training "
+                                    "length), indices >= mse_start; least squares scores 0, the zero "
+                                    "predictor 2"),
+    "ratio_id": Metric("lower", False, "MSE / zero-predictor MSE in distribution"),
+    "ratio_shifted": Metric("lower", True, "MSE / zero-predictor MSE, mean over every grid cell outside "
+                                           "training (sigma_x > 1, sigma > 1 or T above the last training "
+                                           "length); 1 = no better than predicting 0"),
+    "ratio_input_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1, sigma = 1"),
+    "ratio_function_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x = 1, sigma > 1"),
+    "ratio_joint_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1 and sigma > 1"),
+}
+
+
+@register_task("icl_linear")
+class ICLLinear(Task):
+    version = 1
+    track = "icl"
+    Config = LinearConfig
+    metrics = METRICS
+
+    def run(self, scorer: str, scorer_kwargs: dict, seed: int, config: LinearConfig,
+            ctx: RunContext) -> TaskResult:
+        cfg = config
+        total = cfg.train_steps + 1
+        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device)
+        log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
+                    progress_total=total)
+        grids: dict = {}
+        groups, baselines = evaluate(model, cfg, seed, log.final_points, grids)
+        items = {k: v for k, v in groups.items() if v}
+        metrics = {k: mean_of(v) for k, v in items.items()}
+        extra = {
+            "mse_start": cfg.mse_start, "eval_sequences": cfg.eval_sequences,
+            "eval_functions": cfg.eval_functions, "dtype": training_dtype(ctx.device),
+            "eval_dtype": "float32", "baselines": baselines,
+            "train": {"steps": log.steps, "final_points": log.final_points,
+                      "first_loss": log.first_loss, "last_loss": log.last_loss,
+                      "loss_curve": log.loss_curve, "parameters": model.num_parameters()},
+            "scorer_parameters": scorer_parameter_values(model),
+        }
+        checkpoint = save_checkpoint(model, ctx, "icl_linear")
+        if checkpoint:
+            extra["checkpoint"] = checkpoint
+        ctx.report(total, total)
+        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+
+
+def evaluate(model, cfg: LinearConfig, seed: int, trained_points: int,
+             grids: dict) -> tuple[dict[str, list], dict]:
+    """Fill the per-T grids; return per-function items of each metric (ratios are per function MSE
+    over the cell's zero-predictor MSE, so their mean over a cell is the cell's ratio) and a summary
+    of the baselines."""
+    a0, b0 = torch.randn(2, cfg.eval_functions, generator=generator(seed, "icl_linear", "functions"))
+    n, nf = cfg.eval_sequences, cfg.eval_functions
+    groups = {k: [] for k in METRICS}
+    baselines = {"least_squares_max_mse": 0.0, "zero_mse_id": {}, "zero_mse_expected_id": 2.0}
+    sx, sf = list(cfg.eval_sigma_x), list(cfg.eval_sigma)
+    for t in cfg.eval_points:
+        z = torch.randn(n, t, generator=generator(seed, "icl_linear", "eval", t))
+        tables = {k: [[0.0] * len(sf) for _ in sx] for k in ("mse", "ratio", "lsq_mse", "zero_mse")}
+        for i, s_x in enumerate(sx):
+            xs = (s_x * z).repeat(nf, 1)  # (F * N, T), function-major
+            for j, s in enumerate(sf):
+                a = (s * a0).repeat_interleave(n)[:, None]
+                b = (s * b0).repeat_interleave(n)[:, None]
+                ys = a * xs + b
+                out = predict(model, xs, ys, cfg.eval_batch_tokens)
+                lsq = torch.cat([least_squares_predictions(xs[k:k + 1024], ys[k:k + 1024])
+                                 for k in range(0, xs.shape[0], 1024)])
+                scored = slice(cfg.mse_start, None)
+                per_function = ((out - ys) ** 2)[:, scored].double().view(nf, -1).mean(1)
+                zero = float((ys.double()[:, scored] ** 2).mean())
+                tables["mse"][i][j] = float(per_function.mean())
+                tables["ratio"][i][j] = tables["mse"][i][j] / zero
+                tables["lsq_mse"][i][j] = float(((lsq - ys.double()) ** 2)[:, scored].mean())
+                tables["zero_mse"][i][j] = zero
+                baselines["least_squares_max_mse"] = max(baselines["least_squares_max_mse"],
+                                                         tables["lsq_mse"][i][j])
+                if s_x == 1.0 and s == 1.0:
+                    baselines["zero_mse_id"][f"T{t}"] = zero
+                ratios = (per_function / zero).tolist()
+                long, in_shift, f_shift = t > trained_points, s_x != 1.0, s != 1.0
+                if not (long or in_shift or f_shift):
+                    groups["mse_id"] += per_function.tolist()
+                    groups["ratio_id"] += ratios
+                else:
+                    groups["ratio_shifted"] += ratios
+                if in_shift and not f_shift:
+                    groups["ratio_input_shift"] += ratios
+                if f_shift and not in_shift:
+                    groups["ratio_function_shift"] += ratios
+                if in_shift and f_shift:
+                    groups["ratio_joint_shift"] += ratios
+        for name, values in tables.items():
+            grids[f"{name}_T{t}"] = grid("sigma_x", sx, "sigma", sf, values)
+    return groups, baselines

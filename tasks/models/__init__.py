@@ -1,0 +1,1 @@
+"""Backbones, one readable file each: the ICL GPT-2, the decoder and encoder language models."""

@@ -1,0 +1,296 @@
+"""Loading records and aggregating them: bad files reported and skipped, superseded versions kept
+apart, failures counted, statistics and tiers on constructed data with known answers."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leaderboard.aggregate import Board, aggregate, build_board
+from leaderboard.markdown import track_table
+from leaderboard.records import load_records
+from leaderboard_fakes import make_record, write_raw, write_record
+
+N_BOOT = 1000
+
+
+def rows_of(board, **where):
+    out = board.rows
+    for k, v in where.items():
+        out = out[out[k] == v]
+    return out.to_dict(orient="records")
+
+
+def test_malformed_records_are_reported_and_skipped(tmp_path):
+    good = make_record("icl_linear", "softmax", 0, {"error": 0.1})
+    write_record(tmp_path, good)
+    write_raw(tmp_path, "icl_linear/softmax/broken.json", '{"schema_version": 1, "cell_id": ')
+    write_raw(tmp_path, "icl_linear/softmax/future.json",
+              json.dumps({**good, "schema_version": 99}))
+    no_status = {k: v for k, v in good.items() if k != "status"}
+    write_raw(tmp_path, "icl_linear/softmax/nostatus.json", json.dumps(no_status))
+    edited = json.loads(json.dumps(good))
+    edited["cell"]["seed"] = 5  # cell changed after the run: id no longer matches
+    write_raw(tmp_path, "icl_linear/softmax/edited.json", json.dumps(edited))
+    vision = make_record("icl_linear", "softmax", 1, {"error": 0.1}, track="vision")
+    write_raw(tmp_path, "icl_linear/softmax/vision.json", json.dumps(vision))
+    write_raw(tmp_path, "notes.json", "[1, 2, 3]")
+    write_raw(tmp_path, ".work/icl_linear/softmax/cache.json", "{garbage")  # scratch: ignored
+
+    loaded = load_records(tmp_path)
+    assert [r.path for r in loaded.records] == [f"icl_linear/softmax/{good['cell_id']}.json"]
+    reasons = {p.path: p.reason for p in loaded.problems}
+    assert set(reasons) == {"icl_linear/softmax/broken.json", "icl_linear/softmax/future.json",
+                            "icl_linear/softmax/nostatus.json", "icl_linear/softmax/edited.json",
+                            "icl_linear/softmax/vision.json", "notes.json"}
+    assert "not readable as JSON" in reasons["icl_linear/softmax/broken.json"]
+    assert "schema_version is 99" in reasons["icl_linear/softmax/future.json"]
+    assert "status" in reasons["icl_linear/softmax/nostatus.json"]
+    assert "does not match the cell" in reasons["icl_linear/softmax/edited.json"]
+    assert "'vision' is not one of" in reasons["icl_linear/softmax/vision.json"]
+    assert all(p.skipped for p in loaded.problems)
+
+    board = aggregate(loaded, n_boot=N_BOOT)
+    assert len(board.problems) == 6
+    assert rows_of(board, metric="error")[0]["n"] == 1
+
+
+def test_missing_results_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_records(tmp_path / "nope")
+
+
+def test_null_items_keep_the_record_without_items(tmp_path):
+    rec = make_record("icl_linear", "softmax", 0, {"error": 0.5}, items={"error": [1, None]})
+    write_record(tmp_path, rec)
+    loaded = load_records(tmp_path)
+    assert len(loaded.records) == 1 and loaded.records[0].items == {}
+    assert len(loaded.problems) == 1 and not loaded.problems[0].skipped
+    assert "null is not allowed in items" in loaded.problems[0].reason
+
+
+def test_superseded_versions_are_listed_not_mixed(tmp_path):
+    for seed in range(3):
+        write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.9},
+                                           task_version=2, scorer_version=1))
+        write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.1 + seed / 100},
+                                           task_version=2, scorer_version=2))
+        write_record(tmp_path, make_record("icl_linear", "softmax", seed, {"error": 0.8},
+                                           task_version=1))
+        write_record(tmp_path, make_record("icl_linear", "softmax", seed, {"error": 0.2},
+                                           task_version=2))
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    ssa = rows_of(board, scorer="ssa", metric="error")
+    assert len(ssa) == 1 and ssa[0]["scorer_version"] == 2 and ssa[0]["n"] == 3
+    assert ssa[0]["mean"] == pytest.approx(0.11)
+    softmax = rows_of(board, scorer="softmax", metric="error")
+    assert len(softmax) == 1 and softmax[0]["task_version"] == 2
+    assert softmax[0]["mean"] == pytest.approx(0.2)
+    assert board.superseded.to_dict(orient="records") == [
+        dict(task="icl_linear", task_version=1, scorer="softmax", scorer_version=1,
+             profile="cpu", n_cells=3, reason="task icl_linear v1 < v2"),
+        dict(task="icl_linear", task_version=2, scorer="ssa", scorer_version=1,
+             profile="cpu", n_cells=3, reason="scorer ssa v1 < v2")]
+    assert board.meta["n_used"] == 6 and board.meta["n_superseded"] == 6
+
+
+def test_superseded_counts_exact(tmp_path):
+    for seed in range(2):
+        write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.9},
+                                           scorer_version=1))
+        write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.1},
+                                           scorer_version=2))
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    assert board.superseded.to_dict(orient="records") == [dict(
+        task="icl_linear", task_version=1, scorer="ssa", scorer_version=1, profile="cpu",
+        n_cells=2, reason="scorer ssa v1 < v2")]
+    assert rows_of(board, metric="error")[0]["values"] == [0.1, 0.1]
+
+
+def test_failures_are_rows_and_survivor_means_are_flagged(tmp_path):
+    for seed in range(4):
+        write_record(tmp_path, make_record("icl_linear", "softmax", seed,
+                                           {"error": 0.2 + seed / 100}))
+    write_record(tmp_path, make_record("icl_linear", "ssa", 0, {"error": 0.1}))
+    write_record(tmp_path, make_record("icl_linear", "ssa", 1, {"error": 0.12}))
+    write_record(tmp_path, make_record("icl_linear", "ssa", 2, status="diverged", step=40,
+                                       message="loss exploded"))
+    write_record(tmp_path, make_record("icl_linear", "ssa", 3, {"error": None},
+                                       message="error was nan"))
+    for seed in range(2):
+        write_record(tmp_path, make_record("icl_linear", "relu", seed, status="nan", step=3))
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    ssa = rows_of(board, scorer="ssa", metric="error")[0]
+    assert ssa["n"] == 2 and ssa["mean"] == pytest.approx(0.11)
+    assert ssa["failures"] == {"diverged": 1, "null": 1}
+    assert ssa["n_failed"] == 1 and ssa["n_null"] == 1 and ssa["survivors_only"]
+    relu = rows_of(board, scorer="relu", metric="error")[0]
+    assert relu["n"] == 0 and relu["failures"] == {"nan": 2} and math.isnan(relu["mean"])
+    table = track_table(board, "icl")
+    lines = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]}
+    assert "0.11 [" in lines["ssa"] and "]" in lines["ssa"] and "†" in lines["ssa"]
+    assert "diverged 1, null 1" in lines["ssa"] and "†" not in lines["softmax"]
+    assert "all failed" in lines["relu"] and "nan 2" in lines["relu"]
+    failed = board.failed_cells.to_dict(orient="records")
+    assert {(r["scorer"], r["seed"], r["status"]) for r in failed} == {
+        ("ssa", 2, "diverged"), ("ssa", 3, "ok, null error"), ("relu", 0, "nan"),
+        ("relu", 1, "nan")}
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    assert overall["relu"]["score"] == 0.0 and overall["relu"]["tasks_failed"] == 1
+
+
+def _seed_level(tmp_path, table, metric="error", direction="lower", task="icl_linear", **kw):
+    specs = {metric: {"direction": direction, "headline": True}}
+    for scorer, values in table.items():
+        for seed, v in enumerate(values):
+            write_record(tmp_path, make_record(task, scorer, seed, {metric: v}, specs=specs, **kw))
+
+
+def test_statistics_of_one_row(tmp_path):
+    values = [0.30, 0.20, 0.25, 0.35, 0.40]
+    _seed_level(tmp_path, {"softmax": values})
+    row = rows_of(build_board(tmp_path, n_boot=N_BOOT), metric="error")[0]
+    assert row["mean"] == pytest.approx(np.mean(values))
+    assert row["std"] == pytest.approx(np.std(values, ddof=1))
+    assert row["n"] == 5 and row["ci_method"] == "seeds"
+    assert min(values) <= row["ci_low"] < row["mean"] < row["ci_high"] <= max(values)
+    assert row["delta_vs_baseline"] is None or math.isnan(row["delta_vs_baseline"])
+
+
+def test_tiers_and_ranks_on_constructed_data(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.3, 0.05, 8)  # seed effect shared by every scorer
+    jitter = rng.normal(0, 0.02, 8)
+    _seed_level(tmp_path, {
+        "softmax": base,
+        "twin": base + jitter - jitter.mean(),        # paired differences average to zero
+        "good": base - 0.1 + rng.normal(0, 1e-3, 8),  # clearly better
+        "bad": base + 0.2 + rng.normal(0, 1e-3, 8),   # clearly worse
+    })
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    by = {r["scorer"]: r for r in rows_of(board, metric="error")}
+    assert {s: by[s]["tier"] for s in by} == {"good": 1, "softmax": 2, "twin": 2, "bad": 3}
+    assert (by["good"]["rank_low"], by["good"]["rank_high"]) == (1, 1)
+    assert (by["bad"]["rank_low"], by["bad"]["rank_high"]) == (4, 4)
+    assert by["softmax"]["rank_low"] >= 2 and by["twin"]["rank_high"] <= 3
+    assert by["good"]["vs_baseline"] == "better" and by["bad"]["vs_baseline"] == "worse"
+    assert by["twin"]["vs_baseline"] == "n.s."
+    assert by["good"]["p_signflip"] == pytest.approx(2 / 2**8)
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    assert overall["good"]["score"] == 1.0 and overall["bad"]["score"] == 0.0
+    assert overall["good"]["tier"] == 1 and overall["bad"]["tier"] == 3
+
+
+def test_direction_comes_from_metric_specs(tmp_path):
+    rng = np.random.default_rng(1)
+    base = rng.normal(0.7, 0.05, 6)
+    _seed_level(tmp_path, {"softmax": base, "high": base + 0.1}, metric="accuracy",
+                direction="higher")
+    by = {r["scorer"]: r for r in rows_of(build_board(tmp_path, n_boot=N_BOOT))}
+    assert by["high"]["tier"] == 1 and by["high"]["vs_baseline"] == "better"
+
+
+def test_holm_family_spans_tasks(tmp_path):
+    rng = np.random.default_rng(2)
+    for task in ("task_a", "task_b"):
+        base = rng.normal(0.3, 0.05, 6)
+        _seed_level(tmp_path, {"softmax": base, "ssa": base - 0.1}, task=task)
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    ssa = rows_of(board, scorer="ssa")
+    raw = sorted(r["p_vs_baseline"] for r in ssa)
+    adjusted = sorted(r["p_vs_baseline_holm"] for r in ssa)
+    assert adjusted[0] == pytest.approx(min(1, 2 * raw[0]))  # smallest of two: times 2
+    assert adjusted[1] == pytest.approx(max(adjusted[0], raw[1]))
+
+
+def test_paired_items_give_power_that_seeds_alone_lack(tmp_path):
+    rng = np.random.default_rng(5)
+    for seed in range(3):
+        shared = rng.random(400)
+        for scorer, rate in (("softmax", 0.30), ("ssa", 0.22)):
+            items = (shared < rate).astype(float).tolist()
+            write_record(tmp_path, make_record("icl_linear", scorer, seed,
+                                               {"error": float(np.mean(items))},
+                                               specs={"error": {"direction": "lower",
+                                                                "headline": True}},
+                                               items={"error": items}))
+    row = rows_of(build_board(tmp_path, n_boot=N_BOOT), scorer="ssa")[0]
+    assert row["ci_method"] == "seeds+items" and row["n_items"] == 1200
+    assert row["p_vs_baseline"] < 0.01 and row["vs_baseline"] == "better"
+    assert row["p_signflip"] == pytest.approx(0.25)  # the seed-level test cannot go lower
+
+
+def test_duplicate_cells_keep_the_latest(tmp_path):
+    rec = make_record("icl_linear", "softmax", 0, {"error": 0.3})
+    write_record(tmp_path, rec)
+    newer = make_record("icl_linear", "softmax", 0, {"error": 0.1},
+                        finished="2025-02-01T00:00:00.000000+00:00")
+    write_raw(tmp_path, "copy/of/it.json", json.dumps(newer))
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    assert rows_of(board, metric="error")[0]["values"] == [0.1]
+    assert "finished later" in board.problems.to_dict(orient="records")[0]["reason"]
+
+
+def test_profiles_and_configs_are_not_mixed(tmp_path):
+    _seed_level(tmp_path, {"softmax": [0.1, 0.2]}, profile="cpu")
+    _seed_level(tmp_path, {"softmax": [0.5, 0.6]}, profile="smoke")
+    _seed_level(tmp_path, {"softmax": [0.9, 0.8]}, profile="cpu", config={"n_layer": 4})
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    means = {r["profile"]: round(r["mean"], 9) for r in rows_of(board, metric="error")}
+    assert len(means) == 3 and means.pop("smoke") == 0.55
+    assert all(p.startswith("cpu@") for p in means) and sorted(means.values()) == [0.15, 0.85]
+
+
+def test_board_json_round_trip_is_exact(tmp_path):
+    _seed_level(tmp_path, {"softmax": [0.1, 0.2, 0.3], "ssa": [0.05, 0.1, 0.2]})
+    write_record(tmp_path, make_record("icl_linear", "relu", 0, status="oom", message="OOM"))
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    text = board.to_json()
+    again = Board.from_dict(json.loads(text))
+    assert again.to_json() == text
+    assert str(again.rows["tier"].dtype) == "Int64"
+    with pytest.raises(ValueError, match="format_version"):
+        Board.from_dict({**json.loads(text), "format_version": 0})
+
+
+def test_bad_item_lists_skip_the_record(tmp_path):
+    good = make_record("icl_linear", "softmax", 0, {"error": 0.5}, items={"error": [0, 1]})
+    wrong_mean = json.loads(json.dumps(good))
+    wrong_mean["items"]["error"] = [1, 1]
+    write_raw(tmp_path, "a/wrong_mean.json", json.dumps(wrong_mean))
+    nan_item = json.loads(json.dumps(good))
+    write_raw(tmp_path, "a/nan_item.json", json.dumps(nan_item).replace("[0, 1]", "[NaN, 1]"))
+    stray = json.loads(json.dumps(good))
+    stray["items"]["other"] = [1.0]
+    write_raw(tmp_path, "a/stray.json", json.dumps(stray))
+    loaded = load_records(tmp_path)
+    reasons = {p.path: p.reason for p in loaded.problems}
+    assert loaded.records == []
+    assert "the mean of the 2 items is 1.0 but metrics.error is 0.5" in reasons["a/wrong_mean.json"]
+    assert "NaN or inf" in reasons["a/nan_item.json"]
+    assert "'other' is not a metric" in reasons["a/stray.json"]
+
+
+def test_cost_track_has_its_own_table_and_stays_out_of_overall(tmp_path):
+    _seed_level(tmp_path, {"softmax": [0.2, 0.21, 0.22], "ssa": [0.1, 0.11, 0.12]})
+    _seed_level(tmp_path, {"softmax": [1.0, 1.0, 1.0], "ssa": [1.3, 1.31, 1.29]},
+                metric="time_ratio", task="bench_scorers", track="cost")
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    cost = track_table(board, "cost")
+    assert "bench_scorers" in cost and "time_ratio ↓" in cost
+    assert "bench_scorers" not in track_table(board, "icl")
+    assert set(board.task_scores["task"]) == {"icl_linear"}
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    assert overall["ssa"]["score"] == 1.0 and overall["ssa"]["n_tasks"] == 1
+
+
+def test_leaderboard_never_imports_torch_or_models():
+    code = ("import sys, leaderboard.release, leaderboard.history, leaderboard.aggregate, "
+            "leaderboard.plots, leaderboard.markdown, leaderboard.records, leaderboard.stats\n"
+            "bad = [m for m in ('torch', 'scorers', 'tasks') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=Path(__file__).resolve().parent.parent)
