@@ -100,13 +100,21 @@ def plan_blocks(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,
         ends = (seen * idx).amax(-1).tolist()                                # last seen key + 1
         empty = not bool(full.any(-1).all())
     blocks = []
-    for i in range(0, lq, block):
-        j = min(i + block, lq)
+    for i, j in block_bounds(lq, block):
         e = max(ends[i:j])
         if aligned_last:
             e = max(e, j + lk - lq)
         blocks.append((i, j, min(max(e, 1), lk)))
     return BlockPlan(tuple(blocks), causal, None if causal else full, empty)
+
+
+def block_bounds(length: int, block: int) -> list[tuple[int, int]]:
+    """``[i, j)`` query blocks of ``block`` rows; a last block of one row joins the one before
+    (compiled kernels specialize on size-1 dimensions, so this saves a recompilation)."""
+    bounds = [(i, min(i + block, length)) for i in range(0, length, block)]
+    if len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] == 1:
+        bounds[-2:] = [(bounds[-2][0], length)]
+    return bounds
 
 
 def causal_block_mask(rows: int, keys: int, offset: int, device) -> torch.Tensor:
@@ -166,12 +174,14 @@ def compiled_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int
 # fused: the SSA family, t = n sgn(s) log1p(b|s|), w = softmax over visible keys of t
 
 def _ssa_t_all(s, n, b):
-    """t = n sgn(s) log1p(b|s|) (one log1p per entry; the backward is written by hand)."""
-    return n * torch.sign(s) * torch.log1p(b * s.abs())
+    """t = n sgn(s) log1p(b|s|) and u = 1 / (1 + b|s|) = dt/ds / (n b) (one log1p per entry)."""
+    a = b * s.abs()
+    return n * torch.sign(s) * torch.log1p(a), 1.0 / (1.0 + a)
 
 
 def _ssa_t(s, n, b, visible):
-    return torch.where(visible, _ssa_t_all(s, n, b), NEG_INF)
+    t, u = _ssa_t_all(s, n, b)
+    return torch.where(visible, t, NEG_INF), u
 
 
 def _ssa_t_causal(s, n, b, offset):
@@ -180,89 +190,105 @@ def _ssa_t_causal(s, n, b, offset):
     return _ssa_t(s, n, b, ki <= qi)
 
 
-def _ssa_grad(p, t, dp, delta, n, b):
-    """Given P, t and dP = dO V^T: ds, and the per-block sums for dn and db.
+def _ssa_grad_s(p, u, dp, delta, nb):
+    """ds = dt n b u with dt = P (dP - delta), dP = dO V^T, delta_i = sum_j dO_ij O_ij."""
+    return p * (dp - delta) * nb * u
 
-    dt = P (dP - delta), delta_i = sum_j dO_ij O_ij; with u = 1 / (1 + b|s|) = exp(-|t|/n):
-    ds = dt n b u, dn = sum dt t / n, db = sum dt n sgn(t) (1 - u) / b.
-    """
+
+def _ssa_grad_all(p, t, u, dp, delta, n, b):
+    """ds, and this block's dn = sum dt t / n and db = sum dt n sgn(t) (1 - u) / b
+    (b|s| u = 1 - u); masked entries (t = -inf, dt = 0) add nothing."""
     dt = p * (dp - delta)
-    u = torch.exp(-t.abs() / n)
-    ds = dt * (n * b) * u
     visible = t > NEG_INF
     dn = torch.where(visible, dt * t, 0.0).sum() / n
     db = torch.where(visible, dt * torch.sign(t) * (1.0 - u), 0.0).sum() * (n / b)
-    return ds, dn, db
+    return dt * (n * b) * u, dn, db
 
 
-_ssa_t_all_c = torch.compile(_ssa_t_all, dynamic=True)
-_ssa_t_c = torch.compile(_ssa_t, dynamic=True)
-_ssa_t_causal_c = torch.compile(_ssa_t_causal, dynamic=True)
-_ssa_grad_c = torch.compile(_ssa_grad, dynamic=True)
+_EAGER_KERNELS = {"all": _ssa_t_all, "mask": _ssa_t, "causal": _ssa_t_causal,
+                  "grad_s": _ssa_grad_s, "grad_all": _ssa_grad_all}
+_COMPILED_KERNELS: dict[str, Callable] = {}
+
+
+def _kernel(name: str, compiled: bool) -> Callable:
+    if not compiled:
+        return _EAGER_KERNELS[name]
+    if name not in _COMPILED_KERNELS:
+        _COMPILED_KERNELS[name] = torch.compile(_EAGER_KERNELS[name], dynamic=True)
+    return _COMPILED_KERNELS[name]
 
 
 class FusedSSA(torch.autograd.Function):
-    """SSA attention over query blocks (see :func:`fused_ssa_attend`)."""
+    """SSA attention over query blocks (see :func:`fused_ssa_attend`). Saves, per block, P and
+    u = 1 / (1 + b|s|), and t when n or b needs a gradient."""
 
     @staticmethod
-    def forward(ctx, q, k, v, n, b, mask, block_size):
+    def forward(ctx, q, k, v, n, b, mask, block_size, compiled):
         bsz, heads, lq, d = q.shape
-        lk = k.shape[-2]
+        lk, dv_ = k.shape[-2], v.shape[-1]
         dtype = compute_dtype(q, k, v)
         plan = plan_blocks(q, k, mask, block_size)
         scale = 1.0 / math.sqrt(d)
         q3 = (q.to(dtype) * scale).reshape(bsz * heads, lq, d)
         k3 = k.to(dtype).reshape(bsz * heads, lk, d)
-        v3 = v.to(dtype).reshape(bsz * heads, lk, v.shape[-1])
+        v3 = v.to(dtype).reshape(bsz * heads, lk, dv_)
         n_, b_ = n.to(dtype), b.to(dtype)
-        out = torch.empty(bsz * heads, lq, v.shape[-1], dtype=dtype, device=q.device)
+        param_grads = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
+        out = torch.empty(bsz * heads, lq, dv_, dtype=dtype, device=q.device)
         mask3 = None if plan.mask is None else plan.mask.reshape(bsz * heads, lq, lk)
         kept = []
         for i, j, e in plan.blocks:
             s = torch.bmm(q3[:, i:j], k3[:, :e].transpose(1, 2))
             if plan.causal:
-                t = _ssa_t_causal_c(s, n_, b_, i)
+                t, u = _kernel("causal", compiled)(s, n_, b_, i)
             elif mask3 is None:
-                t = _ssa_t_all_c(s, n_, b_)
+                t, u = _kernel("all", compiled)(s, n_, b_)
             else:
                 mb = mask3[:, i:j, :e]
-                t = _ssa_t_c(s, n_, b_, mb)
-                if plan.empty_rows:
-                    t = t.masked_fill(~mb.any(-1, keepdim=True), 0.0)
-            p = torch.softmax(t, dim=-1)
+                t, u = _kernel("mask", compiled)(s, n_, b_, mb)
             if plan.empty_rows:
-                p = p.masked_fill(~mask3[:, i:j, :e].any(-1, keepdim=True), 0.0)
+                empty = ~mb.any(-1, keepdim=True)
+                p = torch.softmax(t.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+            else:
+                p = torch.softmax(t, dim=-1)
             torch.bmm(p, v3[:, :e], out=out[:, i:j])
-            kept += [p, t]
-        ctx.blocks = plan.blocks
+            kept += [p, u, t] if param_grads else [p, u]
+        ctx.blocks, ctx.compiled, ctx.param_grads = plan.blocks, compiled, param_grads
         ctx.shapes = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, scale)
         ctx.save_for_backward(q3, k3, v3, n_, b_, out, *kept)
-        return out.view(bsz, heads, lq, v.shape[-1]).to(v.dtype)
+        return out.view(bsz, heads, lq, dv_).to(v.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
         q3, k3, v3, n_, b_, out, *kept = ctx.saved_tensors
         q_shape, k_shape, v_shape, q_dtype, k_dtype, v_dtype, scale = ctx.shapes
+        per_block = 3 if ctx.param_grads else 2
         do = d_out.to(out.dtype).reshape(out.shape)
         delta = (do * out).sum(-1, keepdim=True)
+        nb = n_ * b_
         dq = torch.empty_like(q3)
         dk = torch.zeros_like(k3)
         dv = torch.zeros_like(v3)
         dn = torch.zeros(1, dtype=out.dtype, device=out.device)
         db = torch.zeros(1, dtype=out.dtype, device=out.device)
-        for (i, j, e), p, t in zip(ctx.blocks, kept[0::2], kept[1::2]):
+        for index, (i, j, e) in enumerate(ctx.blocks):
+            p, u, *t = kept[per_block * index: per_block * (index + 1)]
             dob = do[:, i:j]
             dv[:, :e] += torch.bmm(p.transpose(1, 2), dob)
             dp = torch.bmm(dob, v3[:, :e].transpose(1, 2))
-            ds, dn_b, db_b = _ssa_grad_c(p, t, dp, delta[:, i:j], n_, b_)
-            dn += dn_b
-            db += db_b
+            if ctx.param_grads:
+                ds, dn_b, db_b = _kernel("grad_all", ctx.compiled)(p, t[0], u, dp, delta[:, i:j],
+                                                                   n_, b_)
+                dn += dn_b
+                db += db_b
+            else:
+                ds = _kernel("grad_s", ctx.compiled)(p, u, dp, delta[:, i:j], nb)
             torch.bmm(ds, k3[:, :e], out=dq[:, i:j])
             dk[:, :e] += torch.bmm(ds.transpose(1, 2), q3[:, i:j])
         dq.mul_(scale)
         return (dq.view(q_shape).to(q_dtype), dk.view(k_shape).to(k_dtype),
-                dv.view(v_shape).to(v_dtype), dn.to(n_.dtype), db.to(b_.dtype), None, None)
+                dv.view(v_shape).to(v_dtype), dn.to(n_.dtype), db.to(b_.dtype), None, None, None)
 
 
 def ssa_parameters(scorer: Scorer, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,10 +306,15 @@ def ssa_parameters(scorer: Scorer, dtype=torch.float32) -> tuple[torch.Tensor, t
 FUSED_SCORERS = frozenset({"ssa", "ssa_gpt2", "stablemax"})
 
 
-def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK) -> torch.Tensor:
+def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
+                     compiled: bool = True) -> torch.Tensor:
     """softmax over visible keys of t = n sgn(s) log1p(b|s|), s = q k^T / sqrt(d), times v;
-    ``n`` and ``b`` are 1-element tensors. Fully-masked rows give zero output."""
-    return FusedSSA.apply(q, k, v, n, b, mask, block_size)
+    ``n`` and ``b`` are 1-element tensors. Fully-masked rows give zero output. ``compiled=False``
+    runs the same elementwise kernels eagerly (same numbers, slower; no compilation)."""
+    if n.numel() != 1 or b.numel() != 1:
+        raise FastPathError(f"n and b must be 1-element tensors, got shapes {tuple(n.shape)} and "
+                            f"{tuple(b.shape)}")
+    return FusedSSA.apply(q, k, v, n, b, mask, block_size, compiled)
 
 
 # ---------------------------------------------------------------------------------------------

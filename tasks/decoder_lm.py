@@ -84,6 +84,7 @@ class DecoderLMConfig:
     ppl_protocol: str = "rolling"         # rolling | windows
     ppl_sets: list = field(default_factory=lambda: list(PPL_SETS))
     ppl_max_docs: int = -1                # first N documents of each OOD set (-1: all)
+    ppl_max_tokens: int = -1              # then the first documents within N tokens (-1: all)
     benchmarks: list = field(default_factory=lambda: list(BENCHMARKS))
     n_shot: int = 0
     max_items: int = -1                   # first N items of each benchmark (-1: all)
@@ -139,6 +140,16 @@ def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: in
     ident = {"train": {k: getattr(cfg, k) for k in TRAIN_FIELDS}, "scorer": scorer,
              "scorer_kwargs": scorer_kwargs, "seed": seed, "tokenizer": tokenizer_sha}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def leading_documents(docs, max_docs: int, max_tokens: int) -> int:
+    """How many leading documents an evaluation cap keeps: at most ``max_docs`` and, within
+    them, the longest prefix of documents with at most ``max_tokens`` tokens (never none)."""
+    n = len(docs) if max_docs < 0 else min(max_docs, len(docs))
+    if max_tokens >= 0:
+        total = np.cumsum([len(t) for t in docs.tokens[:n]])
+        n = max(1, int(np.searchsorted(total, max_tokens, side="right"))) if n else 0
+    return n
 
 
 def lr_at(step: int, cfg: DecoderLMConfig) -> float:
@@ -274,8 +285,8 @@ class DecoderLM(Task):
                 docs = data.test
             else:
                 docs = eval_documents(name, data.tokenizer)
-                if cfg.ppl_max_docs >= 0:
-                    docs = docs.subset(range(min(cfg.ppl_max_docs, len(docs))))
+                docs = docs.subset(range(leading_documents(docs, cfg.ppl_max_docs,
+                                                           cfg.ppl_max_tokens)))
             res = perplexity(llm, docs, cfg.ppl_protocol)
             for key, value in res.metrics.items():
                 metrics[f"{name}_{key}"] = value

@@ -24,9 +24,18 @@ import torch
 from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
-from .icl_training import (ICLTaskConfig, build_model, generator, grid, mean_of, predict,
-                           save_checkpoint, scorer_parameter_values, train,
-                           training_dtype)
+from .icl_training import (
+    ICLTaskConfig,
+    build_model,
+    generator,
+    grid,
+    mean_of,
+    predict,
+    save_checkpoint,
+    scorer_parameter_values,
+    train,
+    training_dtype,
+)
 from .registry import TaskError, register_task
 
 

@@ -13,8 +13,8 @@ import hashlib
 import inspect
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -87,7 +87,7 @@ class ICLTaskConfig:
                               n_positions=self.n_positions, mlp=self.mlp, scorer=scorer,
                               scorer_kwargs=dict(scorer_kwargs))
 
-    def curriculum(self) -> "Curriculum":
+    def curriculum(self) -> Curriculum:
         return Curriculum(self.curriculum_start, self.curriculum_end, self.curriculum_increment,
                           self.curriculum_every)
 

@@ -295,3 +295,57 @@ def test_sanity_baselines_equal_the_checked_rates():
         docs = bench.docs()
         assert len(docs) == bench.size
         assert majority_baseline(bench, docs) == pytest.approx(rate, abs=6e-5)
+
+
+# --- perplexity protocols -------------------------------------------------------------------
+
+def toy_documents(tok, texts):
+    from tasks.data.lm_data import TokenizedDocuments
+    return TokenizedDocuments("toy", [f"d{i}" for i in range(len(texts))],
+                              [np.array(tok.encode(t)) for t in texts],
+                              np.array([len(t.split()) for t in texts]),
+                              np.array([len(t.encode()) for t in texts]))
+
+
+def test_rolling_perplexity_metrics_follow_their_formulas():
+    from tasks.lmeval.perplexity import perplexity
+    tok = GreedyTokenizer(ALPHABET)
+    model = BigramModel(bigram_table(tok, {}, seed=7))
+    texts = ["the cat sat", "on the mat\nand more words here", "z"]
+    docs = toy_documents(tok, texts)
+    res = perplexity(scorer_for(model, tok, L=5), docs, "rolling")
+    ll = 0.0
+    for t in texts:
+        ids = [tok.eot_id] + tok.encode(t)
+        ll += sum(model.logp(a, b) for a, b in zip(ids[:-1], ids[1:]))
+    n_tok, n_words, n_bytes = sum(len(t) for t in texts), 3 + 7 + 1, sum(len(t) for t in texts)
+    m = res.metrics
+    assert m["perplexity"] == pytest.approx(math.exp(-ll / n_tok), rel=1e-5)
+    assert m["word_perplexity"] == pytest.approx(math.exp(-ll / n_words), rel=1e-5)
+    assert m["byte_perplexity"] == pytest.approx(math.exp(-ll / n_bytes), rel=1e-5)
+    assert m["bits_per_byte"] == pytest.approx(-ll / (n_bytes * math.log(2)), rel=1e-5)
+    assert np.mean(res.items["bits_per_byte"]) == pytest.approx(m["bits_per_byte"], rel=1e-9)
+    assert res.n_tokens == n_tok and res.n_docs == 3
+
+
+def test_windows_protocol_draws_one_window_per_long_document():
+    from tasks.lmeval.perplexity import windows_perplexity
+    tok = GreedyTokenizer(ALPHABET)
+    model = FirstTokenModel(bigram_table(tok, {}, seed=8))
+    texts = ["abcdefghij" * k for k in (1, 2, 3)] + ["abc", "abcdef"]
+    docs = toy_documents(tok, texts)
+    L = 8
+    llm = scorer_for(model, tok, L=L)
+    res = windows_perplexity(llm, docs, max_docs=2)
+    eligible = {i for i, t in enumerate(docs.tokens) if len(t) >= L + 1}
+    assert eligible == {0, 1, 2} and res.n_docs == 2 and res.n_tokens == 2 * (L - 1)
+    ce = []
+    for doc, start in res.windows:
+        assert doc in eligible and 0 <= start <= len(docs.tokens[doc]) - L
+        w = docs.tokens[doc][start:start + L]
+        ce += [-math.log(model.P[w[0], b]) for b in w[1:]]  # the model reads the window's first token
+    assert res.metrics["perplexity"] == pytest.approx(math.exp(np.mean(ce)), rel=1e-5)
+    assert windows_perplexity(llm, docs, max_docs=2).windows == res.windows
+    assert len(windows_perplexity(llm, docs).windows) == 3
+    with pytest.raises(ValueError, match="rolling"):
+        windows_perplexity(scorer_for(model, tok, L=64), docs)

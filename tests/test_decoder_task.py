@@ -234,3 +234,15 @@ def test_smoke_profile_cell_runs_end_to_end(tmp_path, scorer):
     assert all(math.isfinite(v) for v in res.metrics.values())
     assert res.metrics["heldout_perplexity"] < res.extra["vocab_size"]  # it learned something
     assert len(res.items["hellaswag_acc_norm"]) == section["max_items"]
+
+
+def test_evaluation_caps_keep_leading_documents_within_the_budget():
+    from tasks.decoder_lm import leading_documents
+    from tasks.data.lm_data import TokenizedDocuments
+    docs = TokenizedDocuments("x", ["a", "b", "c"], [np.zeros(n) for n in (5, 5, 5)],
+                              np.ones(3), np.ones(3))
+    assert leading_documents(docs, -1, -1) == 3
+    assert leading_documents(docs, 2, -1) == 2
+    assert leading_documents(docs, -1, 10) == 2
+    assert leading_documents(docs, -1, 9) == 1
+    assert leading_documents(docs, -1, 3) == 1  # never none: the first document stays

@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from tasks.icl_linear import least_squares_predictions, sample_linear
-from tasks.icl_quantifiers import labels_every, labels_some, sample_sequences, sequence_wrong
+from tasks.icl_quantifiers import (
+    labels_every,
+    labels_some,
+    sample_sequences,
+    sequence_wrong,
+)
 from tasks.icl_training import Curriculum, derive_seed, generator
 
 

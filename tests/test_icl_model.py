@@ -8,7 +8,7 @@ import scorers
 from tasks.icl_training import ICLTaskConfig, build_model
 from tasks.models.icl import ICLModel, ICLModelConfig
 
-TINY = dict(n_layer=2, n_head=2, n_embd=16, n_positions=12)
+TINY = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_positions": 12}
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +33,8 @@ def test_same_seed_gives_every_scorer_the_same_shared_parameters(scorer):
     ours = dict(model.shared_parameters())
     theirs = dict(reference.shared_parameters())
     assert ours.keys() == theirs.keys()
-    for name in ours:
-        assert torch.equal(ours[name], theirs[name]), name
+    for name, value in ours.items():
+        assert torch.equal(value, theirs[name]), name
     other_seed = build_model(cfg, scorer, {}, 8, torch.device("cpu"))
     assert not torch.equal(dict(other_seed.shared_parameters())["wpe.weight"], ours["wpe.weight"])
 

@@ -10,9 +10,16 @@ from torch import nn
 
 import tasks
 from tasks import RunContext, TaskError, TrainingFailure
-from tasks.icl_linear import LinearConfig, sample_linear, mse_loss
-from tasks.icl_quantifiers import (QuantifiersConfig, bce_loss, evaluate_deviant, evaluate_grid,
-                                   labels_every, labels_some, sample_sequences)
+from tasks.icl_linear import LinearConfig, mse_loss, sample_linear
+from tasks.icl_quantifiers import (
+    QuantifiersConfig,
+    bce_loss,
+    evaluate_deviant,
+    evaluate_grid,
+    labels_every,
+    labels_some,
+    sample_sequences,
+)
 from tasks.icl_training import _check_loss, build_model, generator, train
 
 if sys.version_info >= (3, 11):
@@ -21,8 +28,8 @@ else:
     import tomli as tomllib
 
 PROFILES = Path(__file__).resolve().parents[1] / "suite" / "profiles"
-TINY = dict(n_layer=1, n_head=2, n_embd=8, n_positions=24, batch_size=8, lr=1e-3,
-            curriculum_start=5, curriculum_end=7, curriculum_every=10, eval_sequences=8)
+TINY = {"n_layer": 1, "n_head": 2, "n_embd": 8, "n_positions": 24, "batch_size": 8, "lr": 1e-3,
+        "curriculum_start": 5, "curriculum_end": 7, "curriculum_every": 10, "eval_sequences": 8}
 TINY_QUANTIFIERS = dict(TINY, train_steps=30, eval_points=(5, 10), eval_sigmas=(1.0, 3.0),
                         deviant_points=7, deviant_values=(10.0, -1000.0))
 TINY_LINEAR = dict(TINY, train_steps=30, eval_points=(5, 9), eval_sigma_x=(1.0, 2.0),

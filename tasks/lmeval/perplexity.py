@@ -38,6 +38,7 @@ class PerplexityResult:
     items: dict[str, list[float]]
     n_docs: int
     n_tokens: int
+    windows: list[tuple[int, int]] | None = None  # windows protocol: (document, start) pairs
 
 
 def rolling_perplexity(llm: LogLikelihoodScorer, docs: TokenizedDocuments,
@@ -66,18 +67,19 @@ def windows_perplexity(llm: LogLikelihoodScorer, docs: TokenizedDocuments, *,
     rng = np.random.default_rng(seed)
     n = min(max_docs, len(eligible))
     chosen = rng.choice(np.array(eligible), size=n, replace=False)
-    requests = []
+    requests, windows = [], []
     for i in chosen:
         tokens = docs.tokens[int(i)]
         start = int(rng.integers(0, len(tokens) - L + 1))
         window = tokens[start:start + L].tolist()
         requests.append((window[:1], window[1:]))
+        windows.append((int(i), start))
     lls = np.array([ll for ll, _ in llm.loglikelihood_tokens(requests, progress)])
     mean_ce = -float(lls.sum()) / (n * (L - 1))
     per_window = (-lls / (L - 1)).tolist()
     return PerplexityResult(docs.name, "windows", {"perplexity": math.exp(mean_ce),
                                                    "mean_cross_entropy": mean_ce},
-                            {"mean_cross_entropy": per_window}, n, n * (L - 1))
+                            {"mean_cross_entropy": per_window}, n, n * (L - 1), windows)
 
 
 def perplexity(llm: LogLikelihoodScorer, docs: TokenizedDocuments, protocol: str = "rolling",
