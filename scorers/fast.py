@@ -152,8 +152,10 @@ def _compiled_for(cls: type, kind: str) -> Callable:
     return _COMPILED[key]
 
 
-def compiled_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK):
-    """``scorer.reference_attend`` under ``torch.compile``, on query blocks with key truncation."""
+def compiled_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
+                    compiled: bool = True):
+    """``scorer.reference_attend`` under ``torch.compile``, on query blocks with key truncation
+    (``compiled=False``: the same blocks, eagerly)."""
     if not isinstance(scorer, LogitsScorer):
         raise FastPathError(f"the compile path covers logits-kind scorers; {scorer.name!r} is "
                             f"{scorer.kind}-kind and keeps its own attend")
@@ -163,10 +165,12 @@ def compiled_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int
     for i, j, e in plan.blocks:
         qb, kb, vb = q[..., i:j, :], k[..., :e, :], v[..., :e, :]
         if plan.causal:
-            outs.append(_compiled_for(base, "causal")(scorer, qb, kb, vb, i))
+            fn = _compiled_for(base, "causal") if compiled else _block_reference_causal
+            outs.append(fn(scorer, qb, kb, vb, i))
         else:
             mb = None if plan.mask is None else plan.mask[..., i:j, :e]
-            outs.append(_compiled_for(base, "mask")(scorer, qb, kb, vb, mb))
+            fn = _compiled_for(base, "mask") if compiled else _block_reference
+            outs.append(fn(scorer, qb, kb, vb, mb))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
@@ -251,7 +255,7 @@ class FusedSSA(torch.autograd.Function):
                 p = torch.softmax(t.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
             else:
                 p = torch.softmax(t, dim=-1)
-            torch.bmm(p, v3[:, :e], out=out[:, i:j])
+            out[:, i:j] = torch.bmm(p, v3[:, :e])   # (bmm with out= a slice loops per batch)
             kept += [p, u, t] if param_grads else [p, u]
         ctx.blocks, ctx.compiled, ctx.param_grads = plan.blocks, compiled, param_grads
         ctx.shapes = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, scale)
@@ -284,7 +288,7 @@ class FusedSSA(torch.autograd.Function):
                 db += db_b
             else:
                 ds = _kernel("grad_s", ctx.compiled)(p, u, dp, delta[:, i:j], nb)
-            torch.bmm(ds, k3[:, :e], out=dq[:, i:j])
+            dq[:, i:j] = torch.bmm(ds, k3[:, :e])
             dk[:, :e] += torch.bmm(ds.transpose(1, 2), q3[:, i:j])
         dq.mul_(scale)
         return (dq.view(q_shape).to(q_dtype), dk.view(k_shape).to(k_dtype),
@@ -297,8 +301,8 @@ def ssa_parameters(scorer: Scorer, dtype=torch.float32) -> tuple[torch.Tensor, t
     if name in ("ssa", "ssa_gpt2"):
         return scorer.n_value(dtype).reshape(1), scorer.b_value(dtype).reshape(1)
     if name == "stablemax":
-        one = torch.ones(1, dtype=dtype, device=_device_of(scorer))
-        return one, one
+        device = _device_of(scorer)
+        return torch.ones(1, dtype=dtype, device=device), torch.ones(1, dtype=dtype, device=device)
     raise FastPathError(f"no SSA parameters for scorer {name!r}; the fused path covers "
                         f"{sorted(FUSED_SCORERS)}")
 
@@ -509,6 +513,7 @@ class FastAttend:
 
     fast_mode = "auto"
     fast_block_size = DEFAULT_BLOCK
+    fast_compiled = True
 
     def fast_path(self, device: torch.device | str = "cpu") -> str:
         return choose_path(self, torch.device(device), self.fast_mode)
@@ -520,9 +525,11 @@ class FastAttend:
         if path == "fused":
             n, b = ssa_parameters(self, torch.float64 if q.dtype == torch.float64
                                   else torch.float32)
-            return fused_ssa_attend(q, k, v, mask, n, b, block_size=self.fast_block_size)
+            return fused_ssa_attend(q, k, v, mask, n, b, block_size=self.fast_block_size,
+                                    compiled=self.fast_compiled)
         if path == "compile":
-            return compiled_attend(self, q, k, v, mask, block_size=self.fast_block_size)
+            return compiled_attend(self, q, k, v, mask, block_size=self.fast_block_size,
+                                   compiled=self.fast_compiled)
         if path == "native":
             return super().fast_attend(q, k, v, mask)
         return self.reference_attend(q, k, v, mask)
@@ -548,17 +555,20 @@ def fast_class(cls: type, mode: str = "auto") -> type:
     return _FAST_CLASSES[key]
 
 
-def accelerate(module: torch.nn.Module, mode: str = "auto", *,
-               block_size: int = DEFAULT_BLOCK) -> torch.nn.Module:
+def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int = DEFAULT_BLOCK,
+               compiled: bool = True) -> torch.nn.Module:
     """Give every scorer in ``module`` (or ``module`` itself) the fast paths of ``mode``.
 
-    Parameters, buffers and state-dict keys are unchanged; :func:`restore` undoes it."""
+    ``compiled=False`` runs the fused and blocked paths without ``torch.compile`` (same numbers;
+    for debugging and quick tests). Parameters, buffers and state-dict keys are unchanged;
+    :func:`restore` undoes it."""
     if block_size < 1:
         raise FastPathError(f"block_size must be >= 1, got {block_size}")
     for m in module.modules():
         if isinstance(m, Scorer):
             m.__class__ = fast_class(type(m), mode)
             m.fast_block_size = int(block_size)
+            m.fast_compiled = bool(compiled)
     return module
 
 
@@ -568,6 +578,7 @@ def restore(module: torch.nn.Module) -> torch.nn.Module:
         if isinstance(m, FastAttend):
             m.__class__ = _base_class(type(m))
             m.__dict__.pop("fast_block_size", None)
+            m.__dict__.pop("fast_compiled", None)
     return module
 
 

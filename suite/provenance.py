@@ -7,6 +7,7 @@ import platform
 import resource
 import socket
 import subprocess
+import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -111,6 +112,12 @@ def peak_memory_mb(device: str) -> float | None:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def _torch_threads() -> int | None:
+    """Intra-op threads: CPU results are bit-identical only at a fixed thread count."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
 def provenance(*, device: str, dtype: str, wall_time_s: float, peak_mb: float | None,
                started: str, finished: str, hardware_name: str | None = None) -> dict:
     sha, dirty = git_state()
@@ -118,6 +125,6 @@ def provenance(*, device: str, dtype: str, wall_time_s: float, peak_mb: float | 
         "git_sha": sha, "git_dirty": dirty, "harness_version": harness_version(),
         "packages": package_versions(), "device": device,
         "hardware": hardware_name or hardware(device),
-        "host": socket.gethostname(), "dtype": dtype, "wall_time_s": round(wall_time_s, 3),
-        "peak_memory_mb": peak_mb, "started": started, "finished": finished,
+        "host": socket.gethostname(), "dtype": dtype, "threads": _torch_threads(),
+        "wall_time_s": round(wall_time_s, 3), "peak_memory_mb": peak_mb, "started": started, "finished": finished,
     }

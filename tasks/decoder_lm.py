@@ -243,12 +243,14 @@ class DecoderLM(Task):
         t0 = time.perf_counter()
         data = training_data(cfg.corpus, cfg.vocab_size)
         tok = data.tokenizer
+        data_seconds = time.perf_counter() - t0
         model_cfg = cfg.model_config(tok.vocab_size, scorer, scorer_kwargs)
         fp = fingerprint(cfg, scorer, scorer_kwargs, seed, tok.sha256)
         extra: dict = {"dtype": "bfloat16" if autocast else "float32", "fingerprint": fp,
                        "tokenizer_sha256": tok.sha256, "vocab_size": tok.vocab_size,
                        "train_tokens": int(len(data.train)),
-                       "tokens_seen": cfg.steps * cfg.batch_size * cfg.max_len}
+                       "tokens_seen": cfg.steps * cfg.batch_size * cfg.max_len,
+                       "data_seconds": data_seconds}
         meta_path = ctx.workdir / CHECKPOINT_META if ctx.workdir else None
         if meta_path is not None and meta_path.is_file() and \
                 json.loads(meta_path.read_text()).get("fingerprint") == fp:
@@ -256,8 +258,9 @@ class DecoderLM(Task):
             extra.update(meta["train_extra"], resumed_from_checkpoint=True)
         else:
             model = Decoder(model_cfg, seed=seed).to(device)
+            t1 = time.perf_counter()
             train_extra = train(model, data.train, cfg, seed, ctx, autocast)
-            train_extra["train_seconds"] = time.perf_counter() - t0
+            train_extra["train_seconds"] = time.perf_counter() - t1
             extra.update(train_extra, resumed_from_checkpoint=False)
             if ctx.workdir is not None:
                 save_checkpoint(ctx.workdir, model, tok,
@@ -308,7 +311,7 @@ class DecoderLM(Task):
             for m, value in res.metrics.items():
                 metrics[f"{name}_{m}"] = value
             for m in ("acc", "acc_norm"):
-                if m in res.items:
+                if m in res.items and m in res.metrics:
                     items[f"{name}_{m}"] = res.items[m]
             if "ll" in res.items:
                 items[f"{name}_nll"] = [-x for x in res.items["ll"]]

@@ -469,7 +469,7 @@ class EncoderMLM(Task):
             ctx: RunContext) -> TaskResult:
         cfg = config
         device = ctx.device
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         data = load_data()
         if data.info["tokens"]["train_max_len"] > cfg.max_position_embeddings - PAD_ID - 1:
             raise TaskError(f"encoder_mlm: training sentences reach {data.info['tokens']['train_max_len']} "
@@ -479,9 +479,9 @@ class EncoderMLM(Task):
         steps = cfg.max_steps or math.ceil(len(data.train) * cfg.mask_copies / cfg.batch_size)
         paradigms = zorro.paradigms()
         total_units = steps + len(paradigms) + 1
-        t_data = time.perf_counter()
+        t_data, c_data = time.perf_counter(), time.process_time()
         log = train(model, data, cfg, seed, ctx, total_units)
-        t_train = time.perf_counter()
+        t_train, c_train = time.perf_counter(), time.process_time()
 
         metrics, items, ties = {}, {}, {}
         overall_items = []
@@ -498,13 +498,13 @@ class EncoderMLM(Task):
             ctx.report(steps + k + 1, total_units)
         metrics["zorro_overall"] = float(np.mean([metrics[f"zorro.{p}"] for p in paradigms]))
         items["zorro_overall"] = overall_items
-        t_zorro = time.perf_counter()
+        t_zorro, c_zorro = time.perf_counter(), time.process_time()
 
         val = masked_validation(cfg.objective, cfg.mask_probability, cfg.val_mask_seed,
                                 cfg.val_sentences, data.vocab_size)
         metrics["val_mlm_loss"], val_tokens = validation_loss(model, val, cfg.eval_batch_size, device)
         ctx.report(total_units, total_units)
-        t_val = time.perf_counter()
+        t_val, c_val = time.perf_counter(), time.process_time()
 
         extra = {
             "dtype": "bfloat16" if device.type == "cuda" else "float32",
@@ -520,5 +520,8 @@ class EncoderMLM(Task):
             "scorer_parameters": scorer_state(model),
             "timing_s": {"data_and_model": round(t_data - t0, 2), "train": round(t_train - t_data, 2),
                          "zorro": round(t_zorro - t_train, 2), "validation": round(t_val - t_zorro, 2)},
+            "cpu_time_s": {"data_and_model": round(c_data - c0, 2), "train": round(c_train - c_data, 2),
+                           "zorro": round(c_zorro - c_train, 2), "validation": round(c_val - c_zorro, 2)},
+            "threads": torch.get_num_threads(),
         }
         return TaskResult(metrics=metrics, items=items, extra=extra, step=log["steps"])

@@ -120,6 +120,8 @@ METRICS = {
 
 @register_task("icl_linear")
 class ICLLinear(Task):
+    """f(x) = a x + b in context; MSE on the sigma_x x sigma grid with least-squares and zero baselines; TASKS.md (b)."""
+
     version = 1
     track = "icl"
     Config = LinearConfig

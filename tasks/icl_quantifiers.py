@@ -154,6 +154,8 @@ def _declare() -> dict[str, Metric]:
 
 @register_task("icl_quantifiers")
 class ICLQuantifiers(Task):
+    """"every" / "some" in context; sequence error under length and magnitude shift; TASKS.md (a)."""
+
     version = 1
     track = "icl"
     Config = QuantifiersConfig

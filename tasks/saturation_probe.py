@@ -96,6 +96,8 @@ def other_share(w: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
 
 @register_task("saturation_probe")
 class SaturationProbe(Task):
+    """No training: weight left on the other tokens as logits scale or one logit grows (Theorems 1 and 2)."""
+
     version = 1
     track = "probe"
     Config = ProbeConfig

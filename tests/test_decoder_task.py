@@ -111,7 +111,7 @@ def test_checkpoint_round_trip_gives_identical_loglikelihoods(tmp_path, scorer):
 
 SMOKE = dict(corpus="toy", vocab_size=300, steps=4, batch_size=2, warmup_steps=1,
              log_every=2, ppl_sets=["heldout", "c4"], ppl_max_docs=3,
-             benchmarks=["arc_easy", "winogrande", "lambada_openai"], max_items=6, **TINY)
+             benchmarks=["arc_easy", "boolq", "winogrande", "lambada_openai"], max_items=6, **TINY)
 
 
 def toy_corpus(split):
@@ -137,7 +137,9 @@ def test_end_to_end_cell_writes_items_baselines_and_resumes_from_its_checkpoint(
     assert len(first.items["arc_easy_acc"]) == 6 and len(first.items["c4_bits_per_byte"]) == 3
     assert first.metrics["heldout_bits_per_byte"] == pytest.approx(
         math.log(first.metrics["heldout_byte_perplexity"]) / math.log(2))
-    assert set(first.extra["baselines"]) == {"arc_easy_acc", "arc_easy_acc_norm", "winogrande_acc"}
+    assert set(first.extra["baselines"]) == {"arc_easy_acc", "arc_easy_acc_norm", "boolq_acc",
+                                             "winogrande_acc"}
+    assert "boolq_acc_norm" not in first.items  # boolq is scored by acc only
     assert set(first.extra["below_baseline"]) <= set(first.extra["baselines"])
     json.dumps(first.extra)
     second = task.run("softmax", {}, 0, task.config(SMOKE), ctx)

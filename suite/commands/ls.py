@@ -1,6 +1,8 @@
 """``scorebench ls scorers|tasks|profiles``."""
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
@@ -13,7 +15,8 @@ def register(sub, common):
 
 
 def run(args) -> int:
-    console = Console()
+    # A pipe or a file gets the whole table rather than columns cut to 80 characters.
+    console = Console(width=None if sys.stdout.isatty() else 240)
     if args.what == "scorers":
         import scorers
 
@@ -47,7 +50,7 @@ def _tasks(console, pattern: str) -> int:
         cls = tasks.get_task_class(name)
         headline = [m for m, spec in cls.metrics.items() if spec.headline]
         keys = len(dataclasses.fields(cls.Config)) if hasattr(cls, "Config") else 0
-        doc = (inspect.getdoc(cls) or "").split("\n")[0]
+        doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "").split("\n")[0]
         table.add_row(name, str(cls.version), cls.track, ", ".join(headline),
                       str(len(cls.metrics)), str(keys), doc)
     console.print(table)

@@ -50,7 +50,7 @@ def create_executor(name: str, **options) -> Executor:
     return get_executor_class(name)(**options)
 
 
-from . import local  # noqa: E402,F401  (registers "local")
+from . import local, ray, slurm  # noqa: E402,F401  (register "local", "ray", "slurm")
 
 __all__ = ["Event", "Executor", "ExecutorError", "Progress", "Started", "create_executor",
            "get_executor_class", "list_executors", "register_executor"]

@@ -1,0 +1,220 @@
+"""Check every fast path of ``scorers.fast`` against its reference on a GPU, then time them.
+
+    python scripts/gpu_check.py --out gpu_check.json            # about 5 minutes on one GPU
+
+Correctness (fp32, TF32 off; forward output and the gradients of q, k, v and the scorer's own
+parameters, against ``scorer.reference_attend`` in fp32), for each scorer and path:
+
+- flex: FlexAttention with the scorer's score_mod (compiled), causal / padded / random masks;
+  also under bf16 autocast (outputs, tolerance 2e-2);
+- fused: the SSA-family autograd.Function (bmm + compiled elementwise kernels);
+- compile: torch.compile of every other logits-kind scorer on query blocks;
+- native: the scorers' own SDPA paths.
+
+Timing: ``scorebench bench scorers`` on the GPU (bf16 inputs, causal mask), forward + backward
+as a ratio to softmax through SDPA; its cost records go to ``--results``.
+
+The checks run in priority order under ``--budget-s``; whatever did not fit is listed as not run.
+``--device cpu --quick`` runs the same code on a CPU with tiny shapes (FlexAttention: forward
+only), to try the script without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+import torch
+
+import scorers
+from scorers.base import LogitsScorer
+from scorers.fast import (FLEX_SCORE_MODS, FUSED_SCORERS, compiled_attend, flex_attend,
+                          fused_ssa_attend, ssa_parameters)
+
+FP32_TOL = 1e-4      # compiled GPU kernels reorder sums; the CPU tests hold 1e-5
+BF16_TOL = 2e-2
+FLEX_ORDER = ["ssa", "sigmoid", "softmax_plus_one", "ssmax", "temperature_softmax", "stablemax",
+              "ssa_gpt2", "learned_sink", "softmax"]
+VARIANTS = {"temperature_softmax": [{"learnable": True}]}
+
+
+def masks(b: int, length: int, device) -> dict:
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+    valid = torch.ones(b, length, dtype=torch.bool, device=device)
+    valid[b // 2:, (3 * length) // 4:] = False
+    gen = torch.Generator().manual_seed(1)
+    random = (torch.rand(b, 1, length, length, generator=gen) > 0.5).to(device)
+    random[0, 0, 3] = False
+    return {"causal": causal, "padded": causal & valid[:, None, None, :], "random": random}
+
+
+def make(name: str, kwargs: dict, heads: int, length: int, device) -> scorers.Scorer:
+    scorer = scorers.create_scorer(name, num_heads=heads, max_len=length, **kwargs).to(device)
+    with torch.no_grad():
+        for _, p in sorted(scorer.named_parameters()):
+            p.add_(0.25 * torch.linspace(-1.0, 1.0, p.numel(), device=device).view_as(p))
+    return scorer
+
+
+def grads_of(fn, scorer, q, k, v, g, mask, backward=True):
+    qq, kk, vv = (t.clone().requires_grad_(backward) for t in (q, k, v))
+    scorer.zero_grad(set_to_none=True)
+    if not backward:
+        with torch.no_grad():
+            return fn(qq, kk, vv, mask).float(), []
+    out = fn(qq, kk, vv, mask)
+    (out.float() * g).sum().backward()
+    grads = [qq.grad, kk.grad, vv.grad]
+    grads += [p.grad if p.grad is not None else torch.zeros_like(p) for p in scorer.parameters()]
+    return out.detach().float(), [x.float() for x in grads]
+
+
+def max_errors(ref, got) -> dict:
+    out = (ref[0] - got[0]).abs().max().item()
+    grads = [((a - b).abs().max() / max(1.0, a.abs().max().item())).item()
+             for a, b in zip(ref[1], got[1])]
+    return {"output": out, "grad": max(grads) if grads else None}
+
+
+def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> dict:
+    b, h, length, d = shape
+    scorer = make(name, kwargs, h, length, device)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, g = (torch.randn(b, h, length, d, generator=gen).to(device) for _ in range(4))
+    if path == "flex":
+        fn = lambda q, k, v, m: flex_attend(scorer, q, k, v, m, compiled=True)  # noqa: E731
+    elif path == "fused":
+        fn = lambda q, k, v, m: fused_ssa_attend(  # noqa: E731
+            q, k, v, m, *ssa_parameters(scorer), block_size=64)
+    elif path == "compile":
+        fn = lambda q, k, v, m: compiled_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
+    else:
+        fn = scorer.fast_attend
+    result = {"path": path, "scorer": name, "kwargs": kwargs, "masks": {}}
+    for mask_name, mask in masks(b, length, device).items():
+        if scorer.causal_only and mask_name == "random":
+            continue
+        ref = grads_of(scorer.reference_attend, scorer, q, k, v, g, mask, backward)
+        got = grads_of(fn, scorer, q, k, v, g, mask, backward)
+        errors = max_errors(ref, got)
+        if device.type == "cuda":
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                half = grads_of(fn, scorer, q.bfloat16(), k.bfloat16(), v.bfloat16(), g, mask,
+                                False)
+            errors["bf16_output"] = (ref[0] - half[0]).abs().max().item()
+        result["masks"][mask_name] = errors
+    worst_out = max(e["output"] for e in result["masks"].values())
+    worst_grad = max((e["grad"] or 0.0) for e in result["masks"].values())
+    worst_bf16 = max((e.get("bf16_output") or 0.0) for e in result["masks"].values())
+    result["ok"] = worst_out <= FP32_TOL and worst_grad <= FP32_TOL and worst_bf16 <= BF16_TOL
+    result["worst"] = {"output": worst_out, "grad": worst_grad, "bf16_output": worst_bf16}
+    return result
+
+
+def plan(device) -> list[tuple[str, str, dict]]:
+    items = []
+    for name in FLEX_ORDER:
+        if name in FLEX_SCORE_MODS:
+            for kw in [{}] + VARIANTS.get(name, []):
+                items.append(("flex", name, kw))
+    items += [("fused", n, {}) for n in sorted(FUSED_SCORERS)]
+    for name in scorers.list_scorers():
+        cls = scorers.get_scorer_class(name)
+        if issubclass(cls, LogitsScorer) and name not in FLEX_SCORE_MODS:
+            items.append(("compile", name, {}))
+        if cls.fast_attend is not scorers.Scorer.fast_attend:
+            items.append(("native", name, {}))
+    return items
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--budget-s", type=float, default=270.0,
+                   help="stop starting new checks after this many seconds (default 270)")
+    p.add_argument("--check-shape", default="2,4,256,64")
+    p.add_argument("--bench-shapes", default="8,8,1024,64;4,16,2048,64")
+    p.add_argument("--bench-scorers", default="softmax,ssa,stablemax,sigmoid,softmax_plus_one,"
+                                               "ssmax,entmax15,sparsemax,cosformer")
+    p.add_argument("--quick", action="store_true", help="tiny shapes (a dry run on a CPU)")
+    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_check.json"))
+    p.add_argument("--results", default=os.path.join(os.environ.get("OUT", "."), "results"))
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device is visible; use --device cpu --quick for a dry run",
+              file=sys.stderr)
+        return 2
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    shape = (1, 2, 40, 16) if args.quick else tuple(int(x) for x in args.check_shape.split(","))
+    t0 = time.perf_counter()
+    report = {"torch": torch.__version__, "python": platform.python_version(),
+              "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+              "check_shape": list(shape), "checks": [], "not_run": [], "bench": None}
+    print(f"gpu_check on {report['device']} (torch {torch.__version__})", flush=True)
+    for path, name, kwargs in plan(device):
+        if time.perf_counter() - t0 > args.budget_s * 0.6:
+            report["not_run"].append(f"{path}:{name}{kwargs or ''}")
+            continue
+        backward = not (path == "flex" and device.type == "cpu")
+        started = time.perf_counter()
+        try:
+            result = check(path, name, kwargs, shape, device, backward)
+        except Exception as e:  # noqa: BLE001 - a failing path is a finding, the rest go on
+            result = {"path": path, "scorer": name, "kwargs": kwargs, "ok": False,
+                      "error": f"{type(e).__name__}: {e}",
+                      "traceback": traceback.format_exc(limit=3)}
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        report["checks"].append(result)
+        worst = result.get("worst", {})
+        print(f"{'ok ' if result['ok'] else 'BAD'} {path:8s} {name:22s} "
+              f"out {worst.get('output', float('nan')):.2e} grad {worst.get('grad') or 0:.2e} "
+              f"bf16 {worst.get('bf16_output') or 0:.2e} ({result['seconds']} s)"
+              + (f"  {result['error']}" if "error" in result else ""), flush=True)
+    left = args.budget_s - (time.perf_counter() - t0)
+    if left > 30:
+        from suite.bench import (ScorerBenchConfig, bench_scorers, parse_shapes, scorer_records,
+                                 scorer_rows)
+        from suite.store import ResultStore
+
+        shapes = [[1, 2, 64, 16]] if args.quick else [list(s) for s in
+                                                        parse_shapes(args.bench_shapes)]
+        config = ScorerBenchConfig(shapes=shapes, repeats=10 if device.type == "cuda" else 2,
+                                   warmup=3 if device.type == "cuda" else 1,
+                                   dtype="bfloat16" if device.type == "cuda" else "float32",
+                                   device=str(device), fast_mode="auto")
+        names = scorers.resolve_scorers(args.bench_scorers)
+        result = bench_scorers(names, config, progress=lambda text: print(f"  bench {text}",
+                                                                          flush=True))
+        rows = scorer_rows(result)
+        report["bench"] = {"config": config.cell_config(), "rows": rows,
+                           "sdpa_ms": {k: v.median * 1e3 if v.median else None
+                                       for k, v in result.reference.items()}}
+        store = ResultStore(args.results)
+        for record in scorer_records(result):
+            store.write(record)
+        print(f"{'scorer':22s} {'shape':16s} attend×  fast×   path", flush=True)
+        for r in rows:
+            print(f"{r['scorer']:22s} {r['shape']:16s} {r['attend_ratio'] or float('nan'):6.2f} "
+                  f"{r['fast_ratio'] or float('nan'):6.2f}  {r['fast_path'] or r['attend_path']}",
+                  flush=True)
+    else:
+        report["not_run"].append("bench (no time left in the budget)")
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    report["all_ok"] = all(c["ok"] for c in report["checks"])
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    print(f"{sum(c['ok'] for c in report['checks'])}/{len(report['checks'])} checks ok, "
+          f"not run: {report['not_run'] or 'none'}; {report['seconds']} s; report in {args.out}")
+    return 0 if report["all_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The compile path (scorers.fast.compiled_attend): every logits-kind scorer's own weights under
+torch.compile, on query blocks that only see the keys their rows can see, equals its reference.
+
+The block plan is checked for every scorer without compiling (``compiled=False`` runs the same
+blocks eagerly); compiling is slow on small CPUs, so one compiled scorer runs by default and the
+whole registry under ``-m slow``."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import scorers
+from scorers.base import LogitsScorer
+from scorers.fast import FastPathError, compiled_attend
+from scorer_checks import configs, make_scorer
+
+from fast_support import assert_close, inputs, masks, run
+
+LOGITS = [c for c in configs() if issubclass(scorers.get_scorer_class(c[0]), LogitsScorer)]
+
+
+def blocked(scorer, block, compiled):
+    return lambda q, k, v, mask: compiled_attend(scorer, q, k, v, mask, block_size=block,
+                                                 compiled=compiled)
+
+
+def causal_only_mask(name, mask_name, mask):
+    return scorers.get_scorer_class(name).causal_only and mask_name in ("none",
+                                                                        "random_empty_rows")
+
+
+@pytest.mark.parametrize("name,kwargs", LOGITS, ids=lambda x: str(x))
+def test_blocks_equal_reference_for_every_logits_scorer(name, kwargs):
+    """The causal index mask and a padded mask with truncated keys, for every scorer; no mask and
+    fully-masked rows for the scorers that allow them (``test_blocks_other_masks``)."""
+    scorer = make_scorer(name, kwargs)
+    q, k, v, g = inputs()
+    for mask_name in ("causal", "padded_causal"):
+        mask = masks()[mask_name]
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, 5, compiled=False), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} {mask_name}")
+
+
+@pytest.mark.parametrize("name", ["softmax", "entmax15", "sa_softmax", "softpick", "relu"])
+def test_blocks_other_masks(name):
+    scorer = make_scorer(name)
+    q, k, v, g = inputs(lq=9, lk=13)
+    for mask_name, mask in masks(9, 13).items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, 4, compiled=False), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name} {mask_name} (9 queries, 13 keys)")
+
+
+def test_module_kind_scorers_are_refused():
+    q, k, v, _ = inputs()
+    with pytest.raises(FastPathError, match="logits-kind"):
+        compiled_attend(make_scorer("cosformer"), q, k, v, None)
+
+
+@pytest.mark.slow
+def test_compiled_sigmoid_equals_reference():
+    scorer = make_scorer("sigmoid")
+    q, k, v, g = inputs()
+    mask = masks()["causal"]
+    assert_close(run(scorer.reference_attend, scorer, q, k, v, g, mask),
+                 run(blocked(scorer, 8, compiled=True), scorer, q, k, v, g, mask), "sigmoid")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kwargs", LOGITS, ids=lambda x: str(x))
+def test_compiled_equals_reference_for_every_logits_scorer(name, kwargs):
+    scorer = make_scorer(name, kwargs)
+    q, k, v, g = inputs()
+    for mask_name, mask in masks().items():
+        if causal_only_mask(name, mask_name, mask):
+            continue
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, 8, compiled=True), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} compiled {mask_name}")

@@ -1,0 +1,116 @@
+"""FlexAttention score_mods (scorers.fast.FLEX_SCORE_MODS) equal each scorer's reference.
+
+On CPU FlexAttention runs forward only (torch 2.13): the uncompiled flex_attention runs the same
+score_mod through its reference implementation, so these tests check the score_mods and the
+log-sum-exp rescaling; scripts/gpu_check.py checks forward and backward of the compiled kernels
+on CUDA."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scorers.fast import (FLEX_SCORE_MODS, FastPathError, FlexSpec, accelerate, flex_attend,
+                          flex_score_mod)
+from scorer_checks import make_scorer
+
+from fast_support import TOL, inputs, masks
+
+VARIANTS = {"temperature_softmax": [{"tau": 0.5}, {"learnable": True}]}
+REQUIRED = {"softmax", "ssa", "ssa_gpt2", "stablemax", "temperature_softmax", "ssmax", "sigmoid",
+            "softmax_plus_one", "learned_sink"}
+
+
+def configs():
+    return [(n, kw) for n in sorted(FLEX_SCORE_MODS) for kw in VARIANTS.get(n, [{}])]
+
+
+def test_every_required_scorer_has_a_score_mod():
+    assert REQUIRED <= set(FLEX_SCORE_MODS)
+
+
+# Every score_mod under the general mask with fully-masked rows; the mask kinds that take other
+# code paths (no mask, the causal index mask, padding) for a normalized, an unnormalized and a
+# count-dependent scorer. (Each uncompiled FlexAttention call takes about a second on a CPU.)
+CASES = ([(n, kw, "random_empty_rows") for n, kw in configs()]
+         + [(n, {}, m) for n in ("ssa", "sigmoid", "ssmax") for m in ("none", "causal",
+                                                                       "padded_causal")])
+
+
+@pytest.mark.parametrize("name,kwargs,mask_name", CASES, ids=lambda x: str(x))
+def test_flex_forward_equals_reference(name, kwargs, mask_name):
+    scorer = make_scorer(name, kwargs)
+    q, k, v, _ = inputs()
+    mask = masks()[mask_name]
+    with torch.no_grad():
+        ref = scorer.reference_attend(q, k, v, mask)
+        got = flex_attend(scorer, q, k, v, mask, compiled=False)
+    err = (ref - got).abs().max().item()
+    assert err <= TOL, f"{name}{kwargs} {mask_name}: {err:.3g}"
+    if mask_name == "random_empty_rows":
+        assert got[~mask.any(-1)].abs().max().item() == 0.0
+
+
+def test_a_wrong_score_mod_is_caught():
+    """The comparison above can fail: SSA with n off by 1% is detected."""
+    scorer = make_scorer("ssa")
+    q, k, v, _ = inputs()
+    original = FLEX_SCORE_MODS["ssa"]
+
+    def off(scorer, q, k, mask):
+        spec = original(scorer, q, k, mask)
+        return FlexSpec(lambda score, b, h, qi, ki: 1.01 * spec.score_mod(score, b, h, qi, ki))
+
+    try:
+        flex_score_mod("ssa")(off)
+        with torch.no_grad():
+            got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)
+    finally:
+        flex_score_mod("ssa")(original)
+    ref = scorer.reference_attend(q, k, v, masks()["causal"]).detach()
+    assert (ref - got).abs().max().item() > 10 * TOL
+
+
+def test_flex_lse_rescaling_gives_unnormalized_rows():
+    """sigmoid rows do not sum to 1: the output is softmax(logsigmoid) scaled by exp(lse)."""
+    scorer = make_scorer("sigmoid")
+    q, k, _, _ = inputs()
+    v = torch.ones_like(q)
+    with torch.no_grad():
+        got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)
+        ref = scorer.weights_from_qk(q, k, masks()["causal"]).sum(-1)
+    assert (got[..., 0] - ref).abs().max().item() <= TOL
+    assert (ref - 1).abs().max().item() > 0.1
+
+
+def test_flex_backward_on_cpu_is_refused_with_a_clear_error():
+    scorer = make_scorer("ssa")
+    q, k, v, _ = inputs()
+    with pytest.raises(FastPathError, match="no backward on CPU"):
+        flex_attend(scorer, q.requires_grad_(), k, v, masks()["causal"], compiled=False)
+
+
+def test_unknown_scorer_has_no_score_mod():
+    with pytest.raises(FastPathError, match="no FlexAttention score_mod"):
+        flex_attend(make_scorer("entmax15"), *inputs()[:3], None, compiled=False)
+
+
+def test_accelerated_flex_mode_uses_flex_in_inference():
+    scorer = accelerate(make_scorer("stablemax"), "flex")
+    q, k, v, _ = inputs()
+    assert scorer.fast_path("cpu") == "flex"
+    with torch.no_grad():
+        got = scorer.attend(q, k, v, masks()["causal"])   # CPU: uncompiled flex, forward only
+        ref = scorer.reference_attend(q, k, v, masks()["causal"])
+    assert (got - ref).abs().max().item() <= TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "ssmax"])
+def test_compiled_flex_forward_on_cpu(name):
+    scorer = make_scorer(name)
+    q, k, v, _ = inputs()
+    with torch.no_grad():
+        for mask_name, mask in masks().items():
+            ref = scorer.reference_attend(q, k, v, mask)
+            got = flex_attend(scorer, q, k, v, mask, compiled=True)
+            assert (ref - got).abs().max().item() <= TOL, mask_name
