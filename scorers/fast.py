@@ -13,14 +13,17 @@ its class for a subclass whose ``fast_attend`` picks, on every call, one of thes
   causal mask costs about half the dense work). Any logits-kind scorer.
 - ``fused``: the SSA family (ssa, ssa_gpt2, stablemax) as one ``autograd.Function`` over the same
   query blocks: logits, ``t = n sgn(s) log1p(b|s|)`` (compiled), ``softmax(t)``, ``P @ v``, and a
-  hand-written backward (gradients for q, k, v, n and b), saving ``P`` and ``t`` of the visible
-  blocks only.
+  hand-written backward (gradients for q, k, v, n and b), saving ``P``, ``u = 1/(1 + b|s|)`` and
+  (when n or b learn) ``t`` of the visible blocks only.
+- ``topk``: sparsemax and entmax15 on the same query blocks, through the ``entmax`` package's
+  partial sort (``k=``, exact: rows whose support reaches k are solved again with 2k).
 - ``flex``: FlexAttention with the scorer's ``score_mod`` (``FLEX_SCORE_MODS``); scorers that are
   not a softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output
   with the log-sum-exp. Parameters are captured as 1-element tensors. FlexAttention has no backward
   on CPU (torch 2.13), so on CPU this path serves inference only.
-- ``auto``: flex on CUDA where a score_mod exists, fused on CPU for the SSA family, compile for
-  other logits-kind scorers without a native fast path, and the scorer's own path otherwise.
+- ``auto``: flex on CUDA where a score_mod exists, fused on CPU for the SSA family, topk for
+  sparsemax and entmax15, compile for other logits-kind scorers without a native fast path, and
+  the scorer's own path otherwise.
 
 Scorers a mode does not cover keep their native fast path (e.g. SDPA for softmax) or reference.
 """
@@ -38,7 +41,7 @@ import torch.nn.functional as F
 from .base import LogitsScorer, Scorer, compute_dtype
 from .ssa import signed_log1p
 
-MODES = ("auto", "compile", "fused", "flex")
+MODES = ("auto", "compile", "fused", "flex", "topk")
 DEFAULT_BLOCK = 64
 NEG_INF = float("-inf")
 
@@ -95,7 +98,7 @@ def plan_blocks(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,
         ends = list(range(1, lq + 1))
         empty = False
     else:
-        seen = full.reshape(-1, lq, lk).any(0)                               # (Lq, Lk)
+        seen = full.any(0).any(0)                                             # (Lq, Lk)
         idx = torch.arange(1, lk + 1, device=mask.device)
         ends = (seen * idx).amax(-1).tolist()                                # last seen key + 1
         empty = not bool(full.any(-1).all())
@@ -295,13 +298,16 @@ class FusedSSA(torch.autograd.Function):
                 dv.view(v_shape).to(v_dtype), dn.to(n_.dtype), db.to(b_.dtype), None, None, None)
 
 
-def ssa_parameters(scorer: Scorer, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    """(n, b) of an SSA-family scorer as 1-element tensors (differentiable where learnable)."""
+def ssa_parameters(scorer: Scorer, dtype=torch.float32, device=None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, b) of an SSA-family scorer as 1-element tensors (differentiable where learnable), on
+    ``device`` (default: the scorer's; stablemax has no parameters, so pass the inputs' device)."""
     name = scorer.name
     if name in ("ssa", "ssa_gpt2"):
-        return scorer.n_value(dtype).reshape(1), scorer.b_value(dtype).reshape(1)
+        n, b = scorer.n_value(dtype).reshape(1), scorer.b_value(dtype).reshape(1)
+        return (n, b) if device is None else (n.to(device), b.to(device))
     if name == "stablemax":
-        device = _device_of(scorer)
+        device = _device_of(scorer) if device is None else device
         return torch.ones(1, dtype=dtype, device=device), torch.ones(1, dtype=dtype, device=device)
     raise FastPathError(f"no SSA parameters for scorer {name!r}; the fused path covers "
                         f"{sorted(FUSED_SCORERS)}")
@@ -319,6 +325,48 @@ def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
         raise FastPathError(f"n and b must be 1-element tensors, got shapes {tuple(n.shape)} and "
                             f"{tuple(b.shape)}")
     return FusedSSA.apply(q, k, v, n, b, mask, block_size, compiled)
+
+
+# ---------------------------------------------------------------------------------------------
+# topk: sparsemax and 1.5-entmax through the entmax package's partial sort
+
+TOPK_SCORERS = ("sparsemax", "entmax15")
+DEFAULT_TOPK = 32
+
+
+def topk_weights(name: str, s: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """``entmax.sparsemax`` / ``entmax.entmax15`` over visible keys with ``k=``: the package
+    partial-sorts the k largest logits and, for rows whose support reaches k, solves again with 2k
+    (exact). Masking and the fully-masked-row guard are those of ``LogitsScorer``."""
+    import entmax
+
+    fn = {"sparsemax": entmax.sparsemax, "entmax15": entmax.entmax15}[name]
+    row_valid = mask.any(-1, keepdim=True)
+    safe = s.float().masked_fill(~row_valid, 0.0).masked_fill(~(mask | ~row_valid), NEG_INF)
+    w = fn(safe, dim=-1, k=k) if k < s.shape[-1] else fn(safe, dim=-1)
+    return w.masked_fill(~mask, 0.0)
+
+
+def topk_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
+                top: int = DEFAULT_TOPK) -> torch.Tensor:
+    """sparsemax / entmax15 attention on query blocks with key truncation and a partial sort."""
+    if scorer.name not in TOPK_SCORERS:
+        raise FastPathError(f"the topk path covers {TOPK_SCORERS}, not {scorer.name!r}")
+    plan = plan_blocks(q, k, mask, block_size)
+    outs = []
+    for i, j, e in plan.blocks:
+        qb, kb, vb = q[..., i:j, :], k[..., :e, :], v[..., :e, :]
+        if plan.causal:
+            mb = causal_block_mask(j - i, e, i, q.device)
+        elif plan.mask is None:
+            mb = torch.ones(1, 1, j - i, e, dtype=torch.bool, device=q.device)
+        else:
+            mb = plan.mask[..., i:j, :e]
+        with torch.autocast(q.device.type, enabled=False):
+            s = scorer.logits(qb, kb)
+            w = topk_weights(scorer.name, s, mb.expand(s.shape), top)
+        outs.append((w @ vb.to(w.dtype)).to(v.dtype))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,7 +433,7 @@ def _flex_ssmax(scorer, q, k, mask):
 
 @flex_score_mod("ssa", "ssa_gpt2", "stablemax")
 def _flex_ssa(scorer, q, k, mask):
-    n, b_ = ssa_parameters(scorer)
+    n, b_ = ssa_parameters(scorer, device=q.device)
     return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
 
 
@@ -408,6 +456,9 @@ def _flex_learned_sink(scorer, q, k, mask):
 
 
 _FLEX_COMPILED = None
+# Every scorer, shape and mask kind is one more compiled variant of flex_attention; past dynamo's
+# default recompile_limit (8) the call silently falls back to the unfused eager kernel.
+FLEX_RECOMPILE_LIMIT = 256
 
 
 def _flex_function(compiled: bool):
@@ -457,10 +508,15 @@ def flex_attend(scorer: Scorer, q, k, v, mask=None, *, compiled: bool | None = N
 
     compiled = q.device.type == "cuda" if compiled is None else compiled
     spec = FLEX_SCORE_MODS[scorer.name](scorer, q, k, mask)
+    if spec.post is not None and q.device.type == "cpu":
+        compiled = False   # inductor's CPU flex_attention cannot return the log-sum-exp (2.13)
     block_mask = flex_block_mask(q, k, mask)
     fn = _flex_function(compiled)
     kwargs = dict(score_mod=spec.score_mod, block_mask=block_mask)
-    with warnings.catch_warnings():
+    import torch._dynamo as dynamo
+
+    limit = max(dynamo.config.recompile_limit, FLEX_RECOMPILE_LIMIT)
+    with warnings.catch_warnings(), dynamo.config.patch(recompile_limit=limit):
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
         if spec.post is None:
             out = fn(q, k, v, **kwargs)
@@ -486,7 +542,7 @@ def flex_available(device: torch.device) -> bool:
 
 
 def choose_path(scorer: Scorer, device: torch.device, mode: str) -> str:
-    """The path ``mode`` gives this scorer on ``device``: flex, fused, compile, native or
+    """The path ``mode`` gives this scorer on ``device``: flex, fused, topk, compile, native or
     reference (native = the scorer's own fast path)."""
     base = _base_class(type(scorer))
     own = "native" if base.fast_attend is not Scorer.fast_attend else "reference"
@@ -497,11 +553,15 @@ def choose_path(scorer: Scorer, device: torch.device, mode: str) -> str:
         return "fused" if scorer.name in FUSED_SCORERS else own
     if mode == "compile":
         return "compile" if logits else own
+    if mode == "topk":
+        return "topk" if scorer.name in TOPK_SCORERS else own
     if mode == "auto":
         if scorer.name in FLEX_SCORE_MODS and flex_available(device) and own == "reference":
             return "flex"
         if scorer.name in FUSED_SCORERS and device.type == "cpu":
             return "fused"
+        if scorer.name in TOPK_SCORERS:
+            return "topk"
         if logits and own == "reference":
             return "compile"
         return own
@@ -524,9 +584,11 @@ class FastAttend:
             return flex_attend(self, q, k, v, mask)
         if path == "fused":
             n, b = ssa_parameters(self, torch.float64 if q.dtype == torch.float64
-                                  else torch.float32)
+                                  else torch.float32, q.device)
             return fused_ssa_attend(q, k, v, mask, n, b, block_size=self.fast_block_size,
                                     compiled=self.fast_compiled)
+        if path == "topk":
+            return topk_attend(self, q, k, v, mask, block_size=self.fast_block_size)
         if path == "compile":
             return compiled_attend(self, q, k, v, mask, block_size=self.fast_block_size,
                                    compiled=self.fast_compiled)
@@ -583,6 +645,6 @@ def restore(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def fast_paths(module: torch.nn.Module, device="cpu") -> dict[str, str]:
-    """{scorer module name: path it takes on ``device``} for the accelerated scorers in ``module``."""
+    """{scorer module name: the path it takes on ``device``} for the accelerated scorers."""
     return {name or "<root>": m.fast_path(device) for name, m in module.named_modules()
             if isinstance(m, FastAttend)}

@@ -5,10 +5,11 @@
 Correctness (fp32, TF32 off; forward output and the gradients of q, k, v and the scorer's own
 parameters, against ``scorer.reference_attend`` in fp32), for each scorer and path:
 
-- flex: FlexAttention with the scorer's score_mod (compiled), causal / padded / random masks;
-  also under bf16 autocast (outputs, tolerance 2e-2);
+- flex: FlexAttention with the scorer's score_mod (compiled), causal and padded masks; also
+  under bf16 autocast (outputs, causal mask, tolerance 2e-2);
 - fused: the SSA-family autograd.Function (bmm + compiled elementwise kernels);
-- compile: torch.compile of every other logits-kind scorer on query blocks;
+- topk: sparsemax and entmax15 through the entmax package's partial sort;
+- compile: torch.compile (on query blocks) of the logits-kind scorers ``auto`` compiles;
 - native: the scorers' own SDPA paths.
 
 Timing: ``scorebench bench scorers`` on the GPU (bf16 inputs, causal mask), forward + backward
@@ -31,9 +32,8 @@ import traceback
 import torch
 
 import scorers
-from scorers.base import LogitsScorer
 from scorers.fast import (FLEX_SCORE_MODS, FUSED_SCORERS, compiled_attend, flex_attend,
-                          fused_ssa_attend, ssa_parameters)
+                          fused_ssa_attend, ssa_parameters, topk_attend)
 
 FP32_TOL = 1e-4      # compiled GPU kernels reorder sums; the CPU tests hold 1e-5
 BF16_TOL = 2e-2
@@ -92,16 +92,18 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
             q, k, v, m, *ssa_parameters(scorer), block_size=64)
     elif path == "compile":
         fn = lambda q, k, v, m: compiled_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
+    elif path == "topk":
+        fn = lambda q, k, v, m: topk_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
     else:
         fn = scorer.fast_attend
     result = {"path": path, "scorer": name, "kwargs": kwargs, "masks": {}}
     for mask_name, mask in masks(b, length, device).items():
-        if scorer.causal_only and mask_name == "random":
-            continue
+        if mask_name == "random" and (scorer.causal_only or path == "flex"):
+            continue  # flex: each mask kind is one more compilation; causal and padded suffice
         ref = grads_of(scorer.reference_attend, scorer, q, k, v, g, mask, backward)
         got = grads_of(fn, scorer, q, k, v, g, mask, backward)
         errors = max_errors(ref, got)
-        if device.type == "cuda":
+        if device.type == "cuda" and mask_name == "causal":
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 half = grads_of(fn, scorer, q.bfloat16(), k.bfloat16(), v.bfloat16(), g, mask,
                                 False)
@@ -116,19 +118,23 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
 
 
 def plan(device) -> list[tuple[str, str, dict]]:
-    items = []
-    for name in FLEX_ORDER:
-        if name in FLEX_SCORE_MODS:
-            for kw in [{}] + VARIANTS.get(name, []):
-                items.append(("flex", name, kw))
+    """(path, scorer, kwargs) in priority order: the FlexAttention score_mods, the fused SSA
+    family, the topk entmax paths, the scorers ``auto`` compiles, the native SDPA paths."""
+    from scorers.fast import TOPK_SCORERS, accelerate, choose_path
+
+    items = [("flex", name, kw) for name in FLEX_ORDER if name in FLEX_SCORE_MODS
+             for kw in [{}] + VARIANTS.get(name, [])]
     items += [("fused", n, {}) for n in sorted(FUSED_SCORERS)]
+    items += [("topk", n, {}) for n in TOPK_SCORERS]
+    compiled, native = [], []
     for name in scorers.list_scorers():
-        cls = scorers.get_scorer_class(name)
-        if issubclass(cls, LogitsScorer) and name not in FLEX_SCORE_MODS:
-            items.append(("compile", name, {}))
-        if cls.fast_attend is not scorers.Scorer.fast_attend:
-            items.append(("native", name, {}))
-    return items
+        path = choose_path(accelerate(scorers.create_scorer(name, num_heads=2, max_len=64),
+                                      "auto"), torch.device("cuda"), "auto")
+        if path == "compile":
+            compiled.append(("compile", name, {}))
+        elif path == "native":
+            native.append(("native", name, {}))
+    return items + compiled + native
 
 
 def main(argv=None) -> int:

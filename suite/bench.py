@@ -128,7 +128,8 @@ class Variant:
 
 
 def _fail(variant: Variant, exc: BaseException) -> None:
-    variant.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    text = str(exc).strip()
+    variant.error = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     variant.times.clear()
 
 
@@ -180,8 +181,8 @@ def cpu_peak_bytes(step: Callable[[], None]) -> int:
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import Action
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-                 with_stack=True) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                                  record_shapes=True, with_stack=True) as prof:
         step()
     live = peak = 0
     for _, action, _, size in prof._memory_profile().timeline:

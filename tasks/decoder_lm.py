@@ -30,7 +30,7 @@ from safetensors.torch import load_model, save_model
 from .base import Metric, RunContext, Task, TaskResult, TrainingFailure
 from .data import corpora
 from .data.bpe import TextTokenizer
-from .data.lm_data import eval_documents, training_data
+from .data.lm_data import TokenizedDocuments, eval_documents, training_data
 from .lmeval.benchmarks import BENCHMARKS
 from .lmeval.perplexity import PROTOCOLS, perplexity
 from .lmeval.scoring import LogLikelihoodScorer
@@ -85,6 +85,7 @@ class DecoderLMConfig:
     ppl_sets: list = field(default_factory=lambda: list(PPL_SETS))
     ppl_max_docs: int = -1                # first N documents of each OOD set (-1: all)
     ppl_max_tokens: int = -1              # then the first documents within N tokens (-1: all)
+    heldout_max_tokens: int = -1          # the same token cap for the held-out split
     benchmarks: list = field(default_factory=lambda: list(BENCHMARKS))
     n_shot: int = 0
     max_items: int = -1                   # first N items of each benchmark (-1: all)
@@ -142,14 +143,22 @@ def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: in
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
-def leading_documents(docs, max_docs: int, max_tokens: int) -> int:
-    """How many leading documents an evaluation cap keeps: at most ``max_docs`` and, within
-    them, the longest prefix of documents with at most ``max_tokens`` tokens (never none)."""
+def leading_documents(docs: TokenizedDocuments, max_docs: int, max_tokens: int,
+                      tokenizer: TextTokenizer) -> TokenizedDocuments:
+    """An evaluation cap: the first ``max_docs`` documents, then the longest run of leading
+    documents with at most ``max_tokens`` tokens in all; a first document longer than that is
+    cut to its first ``max_tokens`` tokens (words and bytes recounted on the decoded text)."""
     n = len(docs) if max_docs < 0 else min(max_docs, len(docs))
-    if max_tokens >= 0:
-        total = np.cumsum([len(t) for t in docs.tokens[:n]])
-        n = max(1, int(np.searchsorted(total, max_tokens, side="right"))) if n else 0
-    return n
+    if max_tokens < 0 or n == 0:
+        return docs.subset(range(n))
+    total = np.cumsum([len(t) for t in docs.tokens[:n]])
+    n = int(np.searchsorted(total, max_tokens, side="right"))
+    if n:
+        return docs.subset(range(n))
+    head = docs.tokens[0][:max_tokens]
+    text = tokenizer.decode(head.tolist())
+    return TokenizedDocuments(docs.name, [docs.doc_ids[0] + f"[:{max_tokens}]"], [head],
+                              np.array([len(text.split())]), np.array([len(text.encode("utf-8"))]))
 
 
 def lr_at(step: int, cfg: DecoderLMConfig) -> float:
@@ -285,11 +294,10 @@ class DecoderLM(Task):
         info = {"protocol": cfg.ppl_protocol, "context": cfg.max_len}
         for name in cfg.ppl_sets:
             if name == "heldout":
-                docs = data.test
+                docs = leading_documents(data.test, -1, cfg.heldout_max_tokens, data.tokenizer)
             else:
-                docs = eval_documents(name, data.tokenizer)
-                docs = docs.subset(range(leading_documents(docs, cfg.ppl_max_docs,
-                                                           cfg.ppl_max_tokens)))
+                docs = leading_documents(eval_documents(name, data.tokenizer), cfg.ppl_max_docs,
+                                         cfg.ppl_max_tokens, data.tokenizer)
             res = perplexity(llm, docs, cfg.ppl_protocol)
             for key, value in res.metrics.items():
                 metrics[f"{name}_{key}"] = value

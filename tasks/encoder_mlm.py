@@ -19,9 +19,10 @@ MLM objectives (TASKS.md (e)):
 - ``hf``: HF ``DataCollatorForLanguageModeling``: selection with ``mask_probability``; of the
   selected, 80% ``<mask>``, 10% a random id (uniform over the whole vocabulary), 10% unchanged.
 
-The loss is the cross-entropy on the selected positions. Seeds: the data order, the masks and the
-shared initial weights come from streams derived from the cell seed only, so every scorer at a
-seed sees the same batches and starts from the same backbone.
+The loss is the cross-entropy on the selected positions. Every batch holds ``batch_size``
+sentences: the last, partial batch of a pass is completed from the next pass. Seeds: the data
+order, the masks and the shared initial weights come from streams derived from the cell seed only,
+so every scorer at a seed sees the same batches and starts from the same backbone.
 """
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ that worker processes of every engine (local pool, Ray, submitit) register it to
 ``executors_test_attention`` trains one attention layer (any scorer) to copy a running mean of
 its inputs, for a few Adam steps on seeded data, with micro-batches and gradient accumulation, and
 evaluates the mean squared error per held-out sequence. Its config can make a run crash its
-process once (``crash_marker``) or always (``crash_always``), end in NaN (``nan``), or run out of memory when the micro-batch
-is larger than ``oom_above``; ``attempts_log`` gets one line per start, to count runs.
+process once (``crash_marker``) or always (``crash_always``), end in NaN (``nan``), or run out of
+memory when the micro-batch is larger than ``oom_above``; ``attempts_log`` gets one line per
+start, to count runs.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``scorebench bench scorers``: options, the memory measure, ratios and records of the cost track."""
+"""``scorebench bench scorers``: options, the memory measure, ratios, cost-track records."""
 from __future__ import annotations
 
 import statistics

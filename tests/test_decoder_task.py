@@ -241,10 +241,45 @@ def test_smoke_profile_cell_runs_end_to_end(tmp_path, scorer):
 def test_evaluation_caps_keep_leading_documents_within_the_budget():
     from tasks.decoder_lm import leading_documents
     from tasks.data.lm_data import TokenizedDocuments
-    docs = TokenizedDocuments("x", ["a", "b", "c"], [np.zeros(n) for n in (5, 5, 5)],
-                              np.ones(3), np.ones(3))
-    assert leading_documents(docs, -1, -1) == 3
-    assert leading_documents(docs, 2, -1) == 2
-    assert leading_documents(docs, -1, 10) == 2
-    assert leading_documents(docs, -1, 9) == 1
-    assert leading_documents(docs, -1, 3) == 1  # never none: the first document stays
+    tok = train_bpe(TEXTS, 300)
+    texts = ["the cat sat on the mat. " * 3, "a dog and a log. ", "yes"]
+    ids = [np.array(t) for t in tok.encode_batch(texts)]
+    docs = TokenizedDocuments("x", ["a", "b", "c"], ids, np.array([18, 5, 1]),
+                              np.array([len(t) for t in texts]))
+    n0, n1 = len(ids[0]), len(ids[1])
+    assert leading_documents(docs, -1, -1, tok).doc_ids == ["a", "b", "c"]
+    assert leading_documents(docs, 2, -1, tok).doc_ids == ["a", "b"]
+    assert leading_documents(docs, -1, n0 + n1, tok).doc_ids == ["a", "b"]
+    assert leading_documents(docs, -1, n0 + n1 - 1, tok).doc_ids == ["a"]
+    cut = leading_documents(docs, -1, 4, tok)  # the first document is cut to its first 4 tokens
+    text = tok.decode(ids[0][:4].tolist())
+    assert cut.tokens[0].tolist() == ids[0][:4].tolist() and text == texts[0][:len(text)]
+    assert (cut.words.tolist(), cut.bytes.tolist()) == ([len(text.split())], [len(text.encode())])
+
+
+def test_lm_eval_adapter_generates_greedily_until_a_stop_string(tmp_path):
+    pytest.importorskip("lm_eval")
+    from types import SimpleNamespace
+
+    from tasks.lmeval.harness import ScorebenchLM
+    tok = train_bpe(TEXTS, 300)
+    model = tiny_model(tok.vocab_size, seed=4)
+    save_checkpoint(tmp_path, model, tok, {"model": {**model.cfg.__dict__}, "fingerprint": "x"})
+    lm = ScorebenchLM(checkpoint=str(tmp_path), device="cpu", batch_size=8)
+    ids = tok.encode("the cat")
+    greedy = []
+    with torch.no_grad():
+        for _ in range(6):
+            nxt = int(model.eval()(torch.tensor([ids + greedy]))[0, -1].argmax())
+            if nxt == tok.eot_id:
+                break
+            greedy.append(nxt)
+    full = tok.decode(greedy)
+    req = SimpleNamespace(args=("the cat", {"until": ["\n\n"], "max_gen_toks": 6}))
+    assert lm.generate_until([req]) == [full.split("\n\n")[0]]
+    if len(full) > 1:
+        stop = full[1:]  # a stop string found in the generation cuts it there
+        req = SimpleNamespace(args=("the cat", {"until": [stop], "max_gen_toks": 6}))
+        assert lm.generate_until([req]) == [full.split(stop)[0]]
+    with pytest.raises(ValueError, match="max_length"):
+        ScorebenchLM(checkpoint=str(tmp_path), device="cpu", max_length=64)

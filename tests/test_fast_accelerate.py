@@ -18,7 +18,8 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 @pytest.mark.parametrize("name,mode,device,path", [
     ("ssa", "auto", CPU, "fused"), ("ssa", "auto", CUDA, "flex"),
     ("stablemax", "auto", CPU, "fused"), ("sigmoid", "auto", CUDA, "flex"),
-    ("sigmoid", "auto", CPU, "compile"), ("entmax15", "auto", CPU, "compile"),
+    ("sigmoid", "auto", CPU, "compile"), ("entmax15", "auto", CPU, "topk"),
+    ("sparsemax", "auto", CUDA, "topk"), ("sa_softmax", "auto", CPU, "compile"),
     ("softmax", "auto", CPU, "native"), ("softmax", "auto", CUDA, "native"),
     ("ssmax", "auto", CUDA, "native"), ("cosformer", "auto", CPU, "native"),
     ("softmax", "compile", CPU, "compile"), ("cosformer", "compile", CPU, "native"),

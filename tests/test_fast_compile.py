@@ -7,7 +7,6 @@ whole registry under ``-m slow``."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import scorers
 from scorers.base import LogitsScorer

@@ -114,3 +114,31 @@ def test_compiled_flex_forward_on_cpu(name):
             ref = scorer.reference_attend(q, k, v, mask)
             got = flex_attend(scorer, q, k, v, mask, compiled=True)
             assert (ref - got).abs().max().item() <= TOL, mask_name
+
+
+@pytest.mark.slow
+def test_compiled_flex_stays_compiled_past_dynamos_recompile_limit():
+    """Each scorer and shape is a new compiled variant; beyond dynamo's default limit of 8 the call
+    would fall back to the unfused kernel (on a GPU, 70x slower) with only a log warning."""
+    import logging
+
+    hits = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            if "recompile_limit" in record.getMessage():
+                hits.append(record.getMessage())
+
+    logger = logging.getLogger("torch._dynamo.convert_frame")
+    handler = Catch()
+    logger.addHandler(handler)
+    try:
+        with torch.no_grad():
+            for name, kwargs in configs():
+                scorer = make_scorer(name, kwargs)
+                for length in (16, 24, 32):
+                    q, k, v, _ = inputs(lq=length, lk=length)
+                    flex_attend(scorer, q, k, v, None, compiled=True)
+    finally:
+        logger.removeHandler(handler)
+    assert not hits, hits[0]

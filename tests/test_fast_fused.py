@@ -86,7 +86,7 @@ def test_causal_blocks_skip_keys_no_row_sees():
     assert plan.blocks == ((0, 5, 5), (5, 10, 10), (10, 15, 15), (15, L, L))
     padded = plan_blocks(q, k, masks()["padded_causal"], 8)
     assert not padded.causal and not padded.empty_rows
-    assert padded.blocks == ((0, 8, 8), (8, 17, 17))   # a last block of one row joins the one before
+    assert padded.blocks == ((0, 8, 8), (8, 17, 17))   # a last one-row block joins the one before
     assert block_bounds(17, 8) == [(0, 8), (8, 17)]
     assert block_bounds(16, 8) == [(0, 8), (8, 16)]
 
@@ -100,3 +100,11 @@ def test_fused_compiled_equals_reference(name, kwargs):
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(fused(scorer, 8, compiled=True), scorer, q, k, v, g, mask)
         assert_close(ref, got, f"{name}{kwargs} compiled {mask_name}")
+
+
+def test_ssa_parameters_follow_the_inputs_device():
+    """stablemax has no parameters of its own, so its constants must be made on the inputs'
+    device (a CPU constant in a CUDA kernel fails on a GPU)."""
+    for name in ("stablemax", "ssa"):
+        n, b = ssa_parameters(make_scorer(name), torch.float32, torch.device("meta"))
+        assert n.device.type == b.device.type == "meta" and n.shape == b.shape == (1,)

@@ -49,7 +49,8 @@ def register(sub, common):
                    help="attention mask (default causal)")
     s.add_argument("--dtype", default="float32",
                    choices=["float32", "bfloat16", "float16", "float64"])
-    s.add_argument("--fast", default="auto", choices=["off", "auto", "compile", "fused", "flex"],
+    s.add_argument("--fast", default="auto",
+                   choices=["off", "auto", "compile", "fused", "flex", "topk"],
                    help="fast-path mode measured next to attend (default auto; off: attend only)")
     _common_options(s)
     s.set_defaults(func=run_scorers)
@@ -61,7 +62,8 @@ def register(sub, common):
     t.add_argument("--size", default="small", choices=["tiny", "small", "paper"],
                    help="model and batch sizes (default small: seconds per step on a CPU; "
                         "tiny: a quick check that the bench runs)")
-    t.add_argument("--fast", default="off", choices=["off", "auto", "compile", "fused", "flex"],
+    t.add_argument("--fast", default="off",
+                   choices=["off", "auto", "compile", "fused", "flex", "topk"],
                    help="run the backbones' scorers through scorers.fast (default off)")
     _common_options(t)
     t.set_defaults(func=run_train)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..provenance import usable_cpus, utc_now
 from ..runner import CellJob, failed_record

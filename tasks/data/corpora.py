@@ -62,7 +62,8 @@ def decode_text(raw: bytes) -> str:
 
 
 def brown_detag(text: str) -> str:
-    """Brown's ``word/tag`` tokens to words, one sentence per line; ```` `` ```` and ``''`` become ``"``."""
+    """Brown's ``word/tag`` tokens to words, one sentence per line; the quote tokens (two
+    back-ticks, two apostrophes) become ``"``."""
     lines = []
     for line in text.splitlines():
         words = [tok.rsplit("/", 1)[0] for tok in line.split()]
@@ -189,7 +190,8 @@ def wikitext_detokenizer(string: str) -> str:
 
 
 def wikitext_words(page: str) -> int:
-    """lm-eval's word count of a WikiText page, taken before detokenization: ``len(re.split(r"\\s+", page))``."""
+    """lm-eval's word count of a WikiText page, taken before detokenization:
+    ``len(re.split(r"\\s+", page))`` (leading and trailing whitespace count as empty words)."""
     return len(re.split(r"\s+", page))
 
 

@@ -64,14 +64,16 @@ class Benchmark:
         return list(_load(self.name))
 
 
+MC, ACC, BOTH = "multiple_choice", ("acc",), ("acc", "acc_norm")
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in [
-    Benchmark("arc_easy", "zeroshot/arc_easy.jsonl", "multiple_choice", ("acc", "acc_norm"), "acc_norm", 2376),
-    Benchmark("arc_challenge", "zeroshot/arc_challenge.jsonl", "multiple_choice", ("acc", "acc_norm"), "acc_norm", 1172),
-    Benchmark("boolq", "zeroshot/boolq.jsonl", "multiple_choice", ("acc",), "acc", 3270),
-    Benchmark("piqa", "zeroshot/piqa.jsonl", "multiple_choice", ("acc", "acc_norm"), "acc_norm", 1838),
-    Benchmark("hellaswag", "zeroshot/hellaswag_val_full.txt.bz2", "multiple_choice", ("acc", "acc_norm"), "acc_norm", 10042),
-    Benchmark("winogrande", "zeroshot/winogrande.jsonl", "multiple_input", ("acc",), "acc", 1267),
-    Benchmark("lambada_openai", "zeroshot/lambada_openai.jsonl", "loglikelihood", ("acc", "perplexity"), "acc", 5153),
+    Benchmark("arc_easy", "zeroshot/arc_easy.jsonl", MC, BOTH, "acc_norm", 2376),
+    Benchmark("arc_challenge", "zeroshot/arc_challenge.jsonl", MC, BOTH, "acc_norm", 1172),
+    Benchmark("boolq", "zeroshot/boolq.jsonl", MC, ACC, "acc", 3270),
+    Benchmark("piqa", "zeroshot/piqa.jsonl", MC, BOTH, "acc_norm", 1838),
+    Benchmark("hellaswag", "zeroshot/hellaswag_val_full.txt.bz2", MC, BOTH, "acc_norm", 10042),
+    Benchmark("winogrande", "zeroshot/winogrande.jsonl", "multiple_input", ACC, "acc", 1267),
+    Benchmark("lambada_openai", "zeroshot/lambada_openai.jsonl", "loglikelihood",
+              ("acc", "perplexity"), "acc", 5153),
 ]}
 
 
@@ -106,7 +108,7 @@ def hellaswag_capitalize(context: str) -> str:
 
 def hellaswag_docs(lines: Sequence[str]) -> list[Doc]:
     """Items of 6 lines: ``"{activity_label}: {ctx}"``, gold label, 4 endings."""
-    lines = [ln for ln in lines]
+    lines = list(lines)
     while lines and lines[-1] == "":
         lines.pop()
     if len(lines) % 6:
@@ -120,7 +122,8 @@ def hellaswag_docs(lines: Sequence[str]) -> list[Doc]:
 
 
 def boolq_text(query: str) -> str:
-    """``"{passage}\\nQuestion: {question}?\\nAnswer:"`` from the staged ``"Passage: …\\nQuestion: …?"``."""
+    """``"{passage}\\nQuestion: {question}?\\nAnswer:"`` from the staged
+    ``"Passage: {passage}\\nQuestion: {question}?"``."""
     prefix = "Passage: "
     if not query.startswith(prefix):
         raise ValueError(f"BoolQ query does not start with {prefix!r}: {query[:60]!r}")
@@ -164,7 +167,8 @@ def render_shot(kind: str, doc: Doc) -> str:
 
 def fewshot_prefixes(kind: str, docs: Sequence[Doc], indices: Sequence[int], n_shot: int,
                      seed: int = FEWSHOT_SEED) -> list[str]:
-    """The k-shot prefix of each evaluated item (``""`` when ``n_shot`` is 0), drawn as lm-eval does."""
+    """The k-shot prefix of each evaluated item (``""`` when ``n_shot`` is 0), drawn as lm-eval
+    draws them."""
     if n_shot == 0:
         return ["" for _ in indices]
     if n_shot + 1 > len(docs):

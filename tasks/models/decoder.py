@@ -85,7 +85,7 @@ class LayerNorm(nn.Module):
 class Rotary(nn.Module):
     """Rotary embeddings on the first ``rotary_dim`` dimensions of q and k (B, H, T, D)."""
 
-    def __init__(self, head_dim: int, rotary_dim: int, max_len: int, base: float):
+    def __init__(self, rotary_dim: int, max_len: int, base: float):
         super().__init__()
         self.rotary_dim = rotary_dim
         inv_freq = 1.0 / base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
@@ -133,8 +133,9 @@ class Decoder(nn.Module):
     def __init__(self, cfg: DecoderConfig, *, seed: int | None = 0):
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim, _weight=torch.empty(cfg.vocab_size, cfg.dim))
-        self.rotary = Rotary(cfg.head_dim, cfg.rotary_dim, cfg.max_len, cfg.rope_base)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim,
+                                  _weight=torch.empty(cfg.vocab_size, cfg.dim))
+        self.rotary = Rotary(cfg.rotary_dim, cfg.max_len, cfg.rope_base)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = LayerNorm(cfg.dim, cfg.norm_eps, cfg.zero_centered_gamma)
         if seed is not None:  # None: the weights are about to be loaded from a checkpoint
@@ -142,7 +143,8 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:
-        """Draw every shared weight from ``torch.Generator().manual_seed(seed)`` (scorers untouched)."""
+        """Draw every shared weight from ``torch.Generator().manual_seed(seed)``; scorer
+        parameters are left as their scorer made them."""
         gen = torch.Generator().manual_seed(seed)
         std, out_std = self.cfg.init_std, self.cfg.init_std / math.sqrt(2 * self.cfg.n_layer)
         for name, p in self.named_parameters():
@@ -160,7 +162,8 @@ class Decoder(nn.Module):
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         t = ids.shape[1]
         if t > self.cfg.max_len:
-            raise ValueError(f"input of {t} tokens exceeds the model context max_len={self.cfg.max_len}")
+            raise ValueError(f"input of {t} tokens exceeds the model context "
+                             f"max_len={self.cfg.max_len}")
         mask = causal_mask(t, device=ids.device)
         h = self.embed(ids)
         for block in self.blocks:
