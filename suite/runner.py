@@ -8,6 +8,7 @@ with the traceback in ``message``. Everything random is seeded from the cell's s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 import signal
@@ -35,6 +36,7 @@ class CellJob:
     skip_reason: str | None = None
     time_limit_s: float | None = None
     workdir: str | None = None  # the cell's scratch directory (checkpoints, caches)
+    accumulation: int = 1       # micro-batches per training batch (RunContext.accumulation)
 
     @property
     def cell_id(self) -> str:
@@ -42,12 +44,13 @@ class CellJob:
 
     def to_json(self) -> dict:
         return {"cell": self.cell.to_dict(), "skip_reason": self.skip_reason,
-                "time_limit_s": self.time_limit_s, "workdir": self.workdir}
+                "time_limit_s": self.time_limit_s, "workdir": self.workdir,
+                "accumulation": self.accumulation}
 
     @classmethod
     def from_json(cls, d: dict) -> "CellJob":
         return cls(Cell.from_dict(d["cell"]), d.get("skip_reason"), d.get("time_limit_s"),
-                   d.get("workdir"))
+                   d.get("workdir"), int(d.get("accumulation", 1)))
 
 
 def default_device() -> str:
@@ -178,7 +181,8 @@ def run_cell(job: CellJob, *, device: str | None = None,
             config = config_object(task, cell.config)
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
-            ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress)
+            ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
+                             accumulation=job.accumulation)
             seed_everything(cell.seed)
             with time_limit(job.time_limit_s):
                 result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)
@@ -213,6 +217,8 @@ def run_cell(job: CellJob, *, device: str | None = None,
                                  wall_time_s=wall, peak_mb=peak_memory_mb(device),
                                  started=started, finished=utc_now()),
     }
+    if job.accumulation != 1:
+        record["provenance"]["accumulation"] = job.accumulation
     try:
         return validate_record(record)
     except RecordError as e:
@@ -220,6 +226,45 @@ def run_cell(job: CellJob, *, device: str | None = None,
                       message=f"the task returned a result that does not fit the record schema "
                               f"(suite/SCHEMA.md): {e}")
         return validate_record(record)
+
+
+def _free_accelerator_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_cell_with_oom_retry(job: CellJob, *, device: str | None = None,
+                            progress: Callable[[int, int], None] | None = None,
+                            runner: Callable[..., dict] = run_cell) -> dict:
+    """``run_cell``; after an out-of-memory, one more run with every training batch split into
+    twice as many micro-batches (the same effective batch, so the same cell), for tasks that
+    support it (``Task.supports_accumulation``). ``provenance.oom_retry`` records the retry."""
+    record = runner(job, device=device, progress=progress)
+    if record["status"] != "oom":
+        return record
+    from tasks import get_task_class
+
+    try:
+        supported = bool(get_task_class(job.cell.task).supports_accumulation)
+    except Exception:  # noqa: BLE001 - the first record stands
+        supported = False
+    if not supported:
+        record["message"] = (f"{record['message'].rstrip()}\nno out-of-memory retry: task "
+                             f"{job.cell.task!r} does not split its training batches "
+                             f"(Task.supports_accumulation is False)")
+        return validate_record(record)
+    _free_accelerator_memory()
+    retry = dataclasses.replace(job, accumulation=2 * job.accumulation)
+    second = runner(retry, device=device, progress=progress)
+    first_line = next((ln for ln in reversed(record["message"].strip().splitlines()) if ln), "")
+    second["provenance"]["oom_retry"] = {"accumulation": retry.accumulation,
+                                         "first_status": "oom", "first_message": first_line}
+    return validate_record(second)
 
 
 def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu",

@@ -68,6 +68,9 @@ class RunContext:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     workdir: Path | None = None  # a directory for checkpoints and caches of this cell
     progress: Callable[[int, int], None] | None = None  # progress(done, total)
+    # Split every training batch into this many micro-batches (the same effective batch); the
+    # harness doubles it for the one retry after an out-of-memory (Task.supports_accumulation).
+    accumulation: int = 1
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:
@@ -80,6 +83,7 @@ class Task:
     name: ClassVar[str] = "?"
     version: ClassVar[int] = 1
     track: ClassVar[str] = "icl"
+    supports_accumulation: ClassVar[bool] = False  # honours RunContext.accumulation
     Config: ClassVar[type]
     metrics: ClassVar[dict[str, Metric]] = {}
 
@@ -102,3 +106,13 @@ class Task:
     def run(self, scorer: str, scorer_kwargs: dict[str, Any], seed: int, config: Any,
             ctx: RunContext) -> TaskResult:
         raise NotImplementedError
+
+
+def micro_batches(batch_size: int, accumulation: int) -> list[slice]:
+    """``accumulation`` consecutive slices that cover a batch of ``batch_size`` rows (sizes differ
+    by at most one). Weight each micro-batch's mean loss by its share of the rows."""
+    if not 1 <= accumulation <= batch_size:
+        raise TaskError(f"cannot split a batch of {batch_size} into {accumulation} micro-batches "
+                        f"(accumulation must be between 1 and the batch size)")
+    bounds = [i * batch_size // accumulation for i in range(accumulation + 1)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]

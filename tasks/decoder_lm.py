@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from .base import Metric, RunContext, Task, TaskResult, TrainingFailure
+from .base import Metric, RunContext, Task, TaskResult, TrainingFailure, micro_batches
 from .data import corpora
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
@@ -214,10 +214,14 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
         batch = torch.from_numpy(stream[starts[:, None] + offsets_col].astype(np.int64)).to(device)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss = model.loss(batch[:, :-1], batch[:, 1:])
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for part in micro_batches(len(batch), ctx.accumulation):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                part_loss = model.loss(batch[part, :-1], batch[part, 1:])
+            part_loss = part_loss * ((part.stop - part.start) / len(batch))
+            part_loss.backward()
+            loss = loss + part_loss.detach()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         value = loss.item()
         if not math.isfinite(value) or not math.isfinite(float(grad_norm)):
@@ -242,6 +246,7 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
 class DecoderLM(Task):
     version = 1
     track = "decoder"
+    supports_accumulation = True
     Config = DecoderLMConfig
     metrics = _metrics()
 

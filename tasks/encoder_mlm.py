@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .base import Metric, RunContext, Task, TaskResult, TrainingFailure
+from .base import Metric, RunContext, Task, TaskResult, TrainingFailure, micro_batches
 from .data import aochildes, zorro
 from .data.cache import cache_key, cached, load_json, load_ragged, save_json, save_ragged
 from .data.files import data_path
@@ -408,16 +408,23 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
         inputs, selected = corrupt(ids, valid, cfg.objective, mask_rng, data.vocab_size,
                                    cfg.mask_probability)
         sel = torch.from_numpy(selected).to(device)
-        with autocast(device):
-            hidden = model(torch.from_numpy(inputs).to(device), torch.from_numpy(valid).to(device))
-            logits = model.logits(hidden[sel])
-        loss = F.cross_entropy(logits.float(), torch.from_numpy(ids).to(device)[sel])
-        value = loss.item()
+        inputs, valid = torch.from_numpy(inputs).to(device), torch.from_numpy(valid).to(device)
+        targets, n_selected = torch.from_numpy(ids).to(device), int(selected.sum())
+        opt.zero_grad(set_to_none=True)
+        loss = 0.0
+        for part in micro_batches(len(batch), ctx.accumulation):
+            with autocast(device):
+                hidden = model(inputs[part], valid[part])
+                logits = model.logits(hidden[sel[part]])
+            # a sum over this micro-batch's selected tokens / all selected: the batch mean
+            part_loss = F.cross_entropy(logits.float(), targets[part][sel[part]],
+                                        reduction="sum") / n_selected
+            part_loss.backward()
+            loss = loss + part_loss.detach()
+        value = float(loss)
         if not math.isfinite(value):
             raise TrainingFailure("nan", step, f"training loss became {value} at step {step} "
                                   f"(lr={cfg.lr:g}, objective={cfg.objective})")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or float("inf")))
         if not math.isfinite(norm):
             raise TrainingFailure("nan", step, f"gradient norm became {norm} at step {step}")
@@ -455,6 +462,7 @@ class EncoderMLM(Task):
 
     version = 1
     track = "encoder"
+    supports_accumulation = True
     Config = EncoderMLMConfig
     metrics = _metrics()
 

@@ -124,6 +124,7 @@ class ICLLinear(Task):
 
     version = 1
     track = "icl"
+    supports_accumulation = True
     Config = LinearConfig
     metrics = METRICS
 

@@ -158,6 +158,7 @@ class ICLQuantifiers(Task):
 
     version = 1
     track = "icl"
+    supports_accumulation = True
     Config = QuantifiersConfig
     metrics = _declare()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import RunContext, TrainingFailure
+from .base import RunContext, TrainingFailure, micro_batches
 from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
 
@@ -211,11 +211,14 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
         points = curriculum.points(step)
         xs, ys = sample(gen, cfg.batch_size, points)
         xs, ys = xs.to(device), ys.to(device)
-        with autocast(device):
-            pred = model(xs, ys)
-        loss = loss_fn(pred.float(), ys)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for part in micro_batches(len(xs), ctx.accumulation):
+            with autocast(device):
+                pred = model(xs[part], ys[part])
+            part_loss = loss_fn(pred.float(), ys[part]) * ((part.stop - part.start) / len(xs))
+            part_loss.backward()
+            loss = loss + part_loss.detach()
         pending.append((step, points, loss.detach()))
         if len(pending) == check_every or step == cfg.train_steps - 1:
             values = torch.stack([p[2] for p in pending]).float().cpu().tolist()

@@ -5,8 +5,8 @@ that worker processes of every engine (local pool, Ray, submitit) register it to
 its inputs, for a few Adam steps on seeded data, with micro-batches and gradient accumulation, and
 evaluates the mean squared error per held-out sequence. Its config can make a run crash its
 process once (``crash_marker``) or always (``crash_always``), end in NaN (``nan``), or run out of
-memory when the micro-batch is larger than ``oom_above``; ``attempts_log`` gets one line per
-start, to count runs.
+memory when the micro-batch (the batch over ``RunContext.accumulation``) is larger than
+``oom_above``; ``attempts_log`` gets one line per start, to count runs.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from torch import nn
 
 from scorers import Attention, causal_mask
 from tasks import Metric, RunContext, Task, TaskResult, TrainingFailure, register_task
+from tasks.base import micro_batches
 
 
 class CopyModel(nn.Module):
@@ -43,6 +44,7 @@ class AttentionCopyTask(Task):
     """One attention layer learns the running mean of its inputs; per-sequence MSE."""
 
     version = 1
+    supports_accumulation = True
     track = "probe"
     metrics = {"eval_mse": Metric("lower", headline=True, description="held-out MSE"),
                "train_loss": Metric("lower", description="last training loss")}
@@ -50,8 +52,7 @@ class AttentionCopyTask(Task):
     @dataclass
     class Config:
         steps: int = 4
-        micro_batch_size: int = 8
-        grad_accum_steps: int = 1
+        batch_size: int = 8
         length: int = 12
         dim: int = 16
         heads: int = 2
@@ -59,7 +60,7 @@ class AttentionCopyTask(Task):
         crash_marker: str = ""   # no such file: create it, then SIGKILL this process
         crash_always: bool = False  # SIGKILL this process on every run
         nan: bool = False        # end in status nan after the first step
-        oom_above: int = 0       # raise out-of-memory when micro_batch_size exceeds this
+        oom_above: int = 0       # raise out-of-memory when the micro-batch exceeds this
         attempts_log: str = ""   # append "start <scorer> <seed> <pid>" on every start
 
     def run(self, scorer, scorer_kwargs, seed, config, ctx: RunContext) -> TaskResult:
@@ -71,23 +72,25 @@ class AttentionCopyTask(Task):
             os.kill(os.getpid(), signal.SIGKILL)
         if config.crash_always:
             os.kill(os.getpid(), signal.SIGKILL)
-        if config.oom_above and config.micro_batch_size > config.oom_above:
+        parts = micro_batches(config.batch_size, ctx.accumulation)
+        micro = max(p.stop - p.start for p in parts)
+        if config.oom_above and micro > config.oom_above:
             raise torch.cuda.OutOfMemoryError(
-                f"CUDA out of memory (micro-batch {config.micro_batch_size} > {config.oom_above})")
+                f"CUDA out of memory (micro-batch {micro} > {config.oom_above})")
         torch.manual_seed(seed)
         model = CopyModel(scorer, scorer_kwargs, config.dim, config.heads, config.length)
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         gen = torch.Generator().manual_seed(seed)
-        batch = config.micro_batch_size * config.grad_accum_steps
         loss_value = float("nan")
         for step in range(config.steps):
-            x = torch.randn(batch, config.length, generator=gen)
+            x = torch.randn(config.batch_size, config.length, generator=gen)
             opt.zero_grad()
             total = 0.0
-            for chunk in x.split(config.micro_batch_size):
-                loss = ((model(chunk) - running_mean(chunk)) ** 2).mean()
-                (loss / config.grad_accum_steps).backward()
-                total += float(loss.detach()) / config.grad_accum_steps
+            for part in parts:
+                share = (part.stop - part.start) / config.batch_size
+                loss = ((model(x[part]) - running_mean(x[part])) ** 2).mean() * share
+                loss.backward()
+                total += float(loss.detach())
             opt.step()
             loss_value = total
             if config.nan:
@@ -99,15 +102,14 @@ class AttentionCopyTask(Task):
         return TaskResult(metrics={"eval_mse": sum(per_seq) / len(per_seq),
                                    "train_loss": loss_value},
                           items={"eval_mse": per_seq},
-                          extra={"micro_batch_size": config.micro_batch_size,
-                                 "grad_accum_steps": config.grad_accum_steps,
+                          extra={"micro_batch_size": micro, "accumulation": ctx.accumulation,
                                  "pid": os.getpid()},
                           step=config.steps)
 
 
 @register_task("executors_test_no_micro_batch")
 class NoMicroBatchTask(Task):
-    """A task without micro-batch settings: an out-of-memory record cannot be retried."""
+    """A task that does not split its batches: an out-of-memory record cannot be retried."""
 
     version = 1
     track = "probe"

@@ -6,7 +6,8 @@ only GPU ``i mod n`` through ``CUDA_VISIBLE_DEVICES``; without GPUs the workers 
 evenly (``torch.set_num_threads``). A worker that dies mid-cell (segfault, the OOM killer) turns
 that cell into an ``error`` record and is replaced; a worker stuck past the cell's time limit (in C
 code the timer cannot interrupt) is killed after ``kill_grace_s`` more and the cell is recorded as
-``timeout``. Workers exit on their own when the parent process dies.
+``timeout``. A cell that raises out-of-memory runs once more with its training batches split in
+two (``suite.runner.run_cell_with_oom_retry``). Workers exit on their own when the parent dies.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..runner import CellJob, default_device, failed_record, run_cell, worker_threads
+from ..runner import (CellJob, default_device, failed_record, run_cell_with_oom_retry,
+                      worker_threads)
 from ..provenance import utc_now
 from . import register_executor
 from .base import EventCallback, ExecutorError, Progress, Started
@@ -118,7 +120,7 @@ class InProcessRunner:
         if on_event is not None:
             on_event(Started(job, f"in-process ({self._device})"))
             progress = _throttled(lambda d, t: on_event(Progress(job.cell_id, d, t)))
-        record = run_cell(job, device=self._device, progress=progress)
+        record = run_cell_with_oom_retry(job, device=self._device, progress=progress)
         self._queue.popleft()
         return [(job, record)]
 
@@ -350,4 +352,5 @@ def worker_main(conn, gpu: str | None, plugins: list[str], threads: int, parent_
         job = CellJob.from_json(msg)
         send({"type": "started"})
         progress = _throttled(lambda d, t: send({"type": "progress", "done": d, "total": t}))
-        send({"type": "record", "record": run_cell(job, device=device, progress=progress)})
+        send({"type": "record",
+              "record": run_cell_with_oom_retry(job, device=device, progress=progress)})
