@@ -104,41 +104,32 @@ def test_accelerated_flex_mode_uses_flex_in_inference():
     assert (got - ref).abs().max().item() <= TOL
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "ssmax"])
-def test_compiled_flex_forward_on_cpu(name):
-    scorer = make_scorer(name)
+def test_compiled_is_not_used_on_cpu_where_inductor_gets_some_lengths_wrong():
+    """torch 2.13's compiled CPU flex_attention gives wrong values (or NaN) at L = 40."""
+    scorer = make_scorer("softmax")
+    q, k, v, _ = inputs(lq=40, lk=40)
+    with torch.no_grad():
+        got = flex_attend(scorer, q, k, v, None, compiled=True)
+        ref = scorer.reference_attend(q, k, v, None)
+    assert (got - ref).abs().max().item() <= TOL
+
+
+def test_flex_calls_run_under_a_raised_recompile_limit(monkeypatch):
+    """Every scorer, shape and mask kind is a compiled variant; past dynamo's default limit (8)
+    a compiled call silently falls back to the unfused kernel (on an H200, 70x slower)."""
+    import torch._dynamo as dynamo
+
+    import scorers.fast as fast
+
+    seen = []
+
+    def fake_flex(q, k, v, **kwargs):
+        seen.append(dynamo.config.recompile_limit)
+        return v
+
+    monkeypatch.setattr(fast, "_flex_function", lambda compiled: fake_flex)
     q, k, v, _ = inputs()
     with torch.no_grad():
-        for mask_name, mask in masks().items():
-            ref = scorer.reference_attend(q, k, v, mask)
-            got = flex_attend(scorer, q, k, v, mask, compiled=True)
-            assert (ref - got).abs().max().item() <= TOL, mask_name
-
-
-@pytest.mark.slow
-def test_compiled_flex_stays_compiled_past_dynamos_recompile_limit():
-    """Each scorer and shape is a new compiled variant; beyond dynamo's default limit of 8 the call
-    would fall back to the unfused kernel (on a GPU, 70x slower) with only a log warning."""
-    import logging
-
-    hits = []
-
-    class Catch(logging.Handler):
-        def emit(self, record):
-            if "recompile_limit" in record.getMessage():
-                hits.append(record.getMessage())
-
-    logger = logging.getLogger("torch._dynamo.convert_frame")
-    handler = Catch()
-    logger.addHandler(handler)
-    try:
-        with torch.no_grad():
-            for name, kwargs in configs():
-                scorer = make_scorer(name, kwargs)
-                for length in (16, 24, 32):
-                    q, k, v, _ = inputs(lq=length, lk=length)
-                    flex_attend(scorer, q, k, v, None, compiled=True)
-    finally:
-        logger.removeHandler(handler)
-    assert not hits, hits[0]
+        flex_attend(make_scorer("ssa"), q, k, v, None)
+    assert seen == [fast.FLEX_RECOMPILE_LIMIT] and seen[0] > 8
+    assert dynamo.config.recompile_limit == 8
