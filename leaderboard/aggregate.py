@@ -21,9 +21,11 @@ Rules (the release README repeats them):
   and the rank intervals are the 2.5-97.5% quantiles of each scorer's rank in those replicates
   (those where every scorer drew at least one of its seeds).
   A scorer with fewer than two seeds cannot be tested: it gets no tier and no rank interval.
-- Overall (per profile, quality tracks only, headline metrics): each task's headline metrics are
-  normalized to 1 = best scorer mean, 0 = worst scorer mean and averaged per task; a scorer's
-  score is the mean over the tasks it ran. A task where every cell of the scorer failed counts 0;
+- Overall (per profile, quality tracks only, headline metrics, over the tasks that every scorer
+  of the profile has records of, skipped ones included; a task run by some scorers only is shown
+  in its track but left out, so every score averages the same tasks): each task's headline
+  metrics are normalized to 1 = best scorer mean, 0 = worst scorer mean and averaged per task; a
+  scorer's score is the mean over the tasks it ran. A task where every cell of the scorer failed counts 0;
   a task the scorer cannot run (skipped) does not count. CIs, ranks and tiers come from the same
   replicates pushed through the same fixed normalization (a scorer without replicates in some
   task, i.e. fewer than two seeds there, gets a score but no CI, rank interval or tier).
@@ -464,6 +466,8 @@ def _overall(rows: list[dict], joints: dict, records_by_scorer: dict, n_boot: in
         scorers = sorted({r["scorer"] for r in prows})
         per_task_score, per_task_reps, replicable = {}, {}, True
         for task in sorted({r["task"] for r in prows}):
+            if {r["scorer"] for r in prows if r["task"] == task} != set(scorers):
+                continue   # run by some scorers only: shown in its track, not in the overall
             score, reps, ok = _task_scores([r for r in prows if r["task"] == task], joints, n_boot)
             if score:
                 per_task_score[task], per_task_reps[task] = score, reps

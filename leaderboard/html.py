@@ -246,6 +246,9 @@ class Page:
             prows = [r for r in rows if r["profile"] == profile]
             parts.append(table(self.overall_columns(), prows, f"profile {profile}",
                                self.row_attrs))
+        outside = md.outside_overall(self.board)
+        if outside:
+            parts.append(tag("ul", concat(tag("li", line) for line in outside), class_="meta"))
         return tag("section", concat(parts), id="overall", class_="tab")
 
     def track(self, track: str) -> Markup:

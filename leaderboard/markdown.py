@@ -171,6 +171,19 @@ def track_table(board, track: str) -> str:
     return _table(body, headers)
 
 
+def outside_overall(board) -> list[str]:
+    """One line per (profile, quality task) that the overall leaves out: run by some scorers."""
+    in_overall = {(r["profile"], r["task"]) for r in _records(board.task_scores)}
+    ran: dict[tuple[str, str], set] = {}
+    for r in _records(board.rows):
+        if r["track"] != "cost":
+            ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+    return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
+            f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
+            if (profile, task) not in in_overall and any(
+                p == profile for p, _ in in_overall)]
+
+
 def overall_table(board) -> str:
     rows = _records(board.overall)
     if not rows:
@@ -242,7 +255,9 @@ def plot_links(plots: list[str], prefix: str = "") -> list[str]:
 def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) -> list[str]:
     """The body shared by the release README and LEADERBOARD.md."""
     h = "#" * level
+    outside = outside_overall(board)
     out = [f"{h} Overall", "", overall_table(board), ""]
+    out += [f"- {line}" for line in outside] + ([""] if outside else [])
     for track in TRACKS:
         out += [f"{h} {TRACK_TITLES[track]}", "", track_table(board, track), ""]
     out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from leaderboard.aggregate import Board, aggregate, build_board
-from leaderboard.markdown import track_table
+from leaderboard.markdown import outside_overall, track_table
 from leaderboard.records import load_records
 from leaderboard_fakes import make_record, write_raw, write_record
 
@@ -294,3 +294,21 @@ def test_leaderboard_never_imports_torch_or_models():
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_a_task_run_by_some_scorers_only_stays_out_of_overall(tmp_path):
+    """Two scorers that tie on a decoder task would otherwise normalize by a zero-width range,
+    and the scorers that did not run it would average over fewer tasks."""
+    _seed_level(tmp_path, {"softmax": [0.2, 0.21, 0.22], "ssa": [0.1, 0.11, 0.12],
+                           "relu": [0.4, 0.41, 0.42]})
+    _seed_level(tmp_path, {"softmax": [260.0, 262.0, 261.0], "ssa": [260.0, 262.0, 261.0]},
+                metric="perplexity", task="decoder_lm", track="decoder")
+    board = build_board(tmp_path, n_boot=N_BOOT)
+    assert set(board.task_scores["task"]) == {"icl_linear"}
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    assert {s: r["n_tasks"] for s, r in overall.items()} == {"softmax": 1, "ssa": 1, "relu": 1}
+    assert overall["ssa"]["score"] == 1.0 and overall["relu"]["score"] == 0.0
+    assert math.isfinite(overall["softmax"]["ci_low"]) and overall["softmax"]["ci_high"] <= 1.0
+    assert outside_overall(board) == [
+        "decoder_lm (cpu): run by softmax, ssa only, so shown in its track and not in the overall"]
+    assert "perplexity ↓" in track_table(board, "decoder")
