@@ -186,15 +186,29 @@ def _ssa_t_all(s, n, b):
     return n * torch.sign(s) * torch.log1p(a), 1.0 / (1.0 + a)
 
 
-def _ssa_t(s, n, b, visible):
+def _ssa_p(s, n, b, visible, with_t: bool):
+    """softmax over visible keys of t (rows that see no key: zeros), u, and t if ``with_t``; one
+    compiled kernel writes P without a pass over t in between."""
     t, u = _ssa_t_all(s, n, b)
-    return torch.where(visible, t, NEG_INF), u
+    t = torch.where(visible, t, NEG_INF)
+    empty = ~visible.any(-1, keepdim=True)
+    p = torch.softmax(t.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    return (p, u, t) if with_t else (p, u)
 
 
-def _ssa_t_causal(s, n, b, offset):
+def _ssa_p_all(s, n, b, with_t: bool):
+    t, u = _ssa_t_all(s, n, b)
+    p = torch.softmax(t, dim=-1)
+    return (p, u, t) if with_t else (p, u)
+
+
+def _ssa_p_causal(s, n, b, offset, with_t: bool):
     qi = torch.arange(s.shape[-2], device=s.device)[:, None] + offset
     ki = torch.arange(s.shape[-1], device=s.device)[None, :]
-    return _ssa_t(s, n, b, ki <= qi)
+    t, u = _ssa_t_all(s, n, b)
+    t = torch.where(ki <= qi, t, NEG_INF)        # every row sees its own key: none is empty
+    p = torch.softmax(t, dim=-1)
+    return (p, u, t) if with_t else (p, u)
 
 
 def _ssa_grad_s(p, u, dp, delta, nb):
@@ -212,7 +226,7 @@ def _ssa_grad_all(p, t, u, dp, delta, n, b):
     return dt * (n * b) * u, dn, db
 
 
-_EAGER_KERNELS = {"all": _ssa_t_all, "mask": _ssa_t, "causal": _ssa_t_causal,
+_EAGER_KERNELS = {"all": _ssa_p_all, "mask": _ssa_p, "causal": _ssa_p_causal,
                   "grad_s": _ssa_grad_s, "grad_all": _ssa_grad_all}
 _COMPILED_KERNELS: dict[str, Callable] = {}
 
@@ -247,19 +261,13 @@ class FusedSSA(torch.autograd.Function):
         for i, j, e in plan.blocks:
             s = torch.bmm(q3[:, i:j], k3[:, :e].transpose(1, 2))
             if plan.causal:
-                t, u = _kernel("causal", compiled)(s, n_, b_, i)
+                saved = _kernel("causal", compiled)(s, n_, b_, i, param_grads)
             elif mask3 is None:
-                t, u = _kernel("all", compiled)(s, n_, b_)
+                saved = _kernel("all", compiled)(s, n_, b_, param_grads)
             else:
-                mb = mask3[:, i:j, :e]
-                t, u = _kernel("mask", compiled)(s, n_, b_, mb)
-            if plan.empty_rows:
-                empty = ~mb.any(-1, keepdim=True)
-                p = torch.softmax(t.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
-            else:
-                p = torch.softmax(t, dim=-1)
-            out[:, i:j] = torch.bmm(p, v3[:, :e])   # (bmm with out= a slice loops per batch)
-            kept += [p, u, t] if param_grads else [p, u]
+                saved = _kernel("mask", compiled)(s, n_, b_, mask3[:, i:j, :e], param_grads)
+            out[:, i:j] = torch.bmm(saved[0], v3[:, :e])   # (bmm with out= a slice loops per batch)
+            kept += saved
         ctx.blocks, ctx.compiled, ctx.param_grads = plan.blocks, compiled, param_grads
         ctx.shapes = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, scale)
         ctx.save_for_backward(q3, k3, v3, n_, b_, out, *kept)
