@@ -21,9 +21,9 @@ its class for a subclass whose ``fast_attend`` picks, on every call, one of thes
   not a softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output
   with the log-sum-exp. Parameters are captured as 1-element tensors. FlexAttention has no backward
   on CPU (torch 2.13), so on CPU this path serves inference only.
-- ``auto``: flex on CUDA where a score_mod exists, fused on CPU for the SSA family, topk for
-  sparsemax and entmax15, compile for other logits-kind scorers without a native fast path, and
-  the scorer's own path otherwise.
+- ``auto``: on CUDA, flex where a score_mod exists and the scorer's own path otherwise; on CPU,
+  fused for the SSA family, topk for sparsemax and entmax15, compile for other logits-kind
+  scorers without a native fast path, and the scorer's own path otherwise.
 
 Scorers a mode does not cover keep their native fast path (e.g. SDPA for softmax) or reference.
 """
@@ -567,7 +567,11 @@ def choose_path(scorer: Scorer, device: torch.device, mode: str) -> str:
     if mode == "auto":
         if scorer.name in FLEX_SCORE_MODS and flex_available(device) and own == "reference":
             return "flex"
-        if scorer.name in FUSED_SCORERS and device.type == "cpu":
+        if device.type != "cpu":
+            # On an H200 the query-block paths launch too many small kernels: topk ran 3-4x and
+            # compile 2-3x slower than the dense reference at L = 1024-2048.
+            return own
+        if scorer.name in FUSED_SCORERS:
             return "fused"
         if scorer.name in TOPK_SCORERS:
             return "topk"

@@ -9,7 +9,7 @@ against the reference on the same bf16 inputs, tolerance 2e-2), for each scorer 
 - flex: FlexAttention with the scorer's score_mod (compiled), causal and padded masks;
 - fused: the SSA-family autograd.Function (bmm + compiled elementwise kernels);
 - topk: sparsemax and entmax15 through the entmax package's partial sort;
-- compile: torch.compile (on query blocks) of the logits-kind scorers ``auto`` compiles;
+- compile: torch.compile (on query blocks) of the logits-kind scorers without a native path;
 - native: the scorers' own SDPA paths.
 
 Timing: ``scorebench bench scorers`` on the GPU (bf16 inputs, causal mask), forward + backward
@@ -137,11 +137,12 @@ def plan(device) -> list[tuple[str, str, dict]]:
     items += [("fused", n, {}) for n in sorted(FUSED_SCORERS)]
     items += [("topk", n, {}) for n in TOPK_SCORERS]
     compiled, native = [], []
+    cuda = torch.device("cuda")
     for name in scorers.list_scorers():
-        path = choose_path(accelerate(scorers.create_scorer(name, num_heads=2, max_len=64),
-                                      "auto"), torch.device("cuda"), "auto")
-        if path == "compile":
-            compiled.append(("compile", name, {}))
+        scorer = accelerate(scorers.create_scorer(name, num_heads=2, max_len=64), "auto")
+        path = choose_path(scorer, cuda, "auto")
+        if path == "reference" and choose_path(scorer, cuda, "compile") == "compile":
+            compiled.append(("compile", name, {}))   # mode "compile"; auto keeps the reference
         elif path == "native":
             native.append(("native", name, {}))
     return items + compiled + native
