@@ -494,7 +494,7 @@ def _overall(rows: list[dict], joints: dict, records_by_scorer: dict, n_boot: in
         for s in scorers:
             by_task = defaultdict(list)
             for r in prows:
-                if r["scorer"] == s:
+                if r["scorer"] == s and r["task"] in per_task_score:
                     by_task[r["task"]].append(r)
             recs = records_by_scorer.get((profile, s), [])
             ci = rank = (math.nan, math.nan)

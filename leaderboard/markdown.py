@@ -143,11 +143,19 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict(orient="records")
 
 
+DETAIL_MAX_SCORERS = 4
+
+
 def shown_rows(board, track: str) -> list[dict]:
-    """A track's rows as shown: headline metrics, or every metric of a task without one."""
+    """A track's rows as shown: headline metrics, or every metric of a task without one or run by
+    at most ``DETAIL_MAX_SCORERS`` scorers (e.g. the decoder's benchmarks, Zorro's paradigms)."""
     rows = [r for r in _records(board.rows) if r["track"] == track]
     has_headline = {(r["profile"], r["task"]) for r in rows if r["headline"]}
-    return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline]
+    scorers: dict[tuple[str, str], set] = {}
+    for r in rows:
+        scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+    return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline
+            or len(scorers[(r["profile"], r["task"])]) <= DETAIL_MAX_SCORERS]
 
 
 def track_table(board, track: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from leaderboard.aggregate import Board, aggregate, build_board
 from leaderboard.markdown import outside_overall, track_table
 from leaderboard.records import load_records
-from leaderboard_fakes import make_record, write_raw, write_record
+from leaderboard_fakes import make_record, populate, write_raw, write_record
 
 N_BOOT = 1000
 
@@ -130,7 +130,8 @@ def test_failures_are_rows_and_survivor_means_are_flagged(tmp_path):
     relu = rows_of(board, scorer="relu", metric="error")[0]
     assert relu["n"] == 0 and relu["failures"] == {"nan": 2} and math.isnan(relu["mean"])
     table = track_table(board, "icl")
-    lines = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]}
+    lines = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]
+             if line.split("|")[2].strip().startswith("error")}
     assert "0.11 [" in lines["ssa"] and "]" in lines["ssa"] and "†" in lines["ssa"]
     assert "diverged 1, null 1" in lines["ssa"] and "†" not in lines["softmax"]
     assert "all failed" in lines["relu"] and "nan 2" in lines["relu"]
@@ -299,16 +300,23 @@ def test_leaderboard_never_imports_torch_or_models():
 def test_a_task_run_by_some_scorers_only_stays_out_of_overall(tmp_path):
     """Two scorers that tie on a decoder task would otherwise normalize by a zero-width range,
     and the scorers that did not run it would average over fewer tasks."""
-    _seed_level(tmp_path, {"softmax": [0.2, 0.21, 0.22], "ssa": [0.1, 0.11, 0.12],
-                           "relu": [0.4, 0.41, 0.42]})
-    _seed_level(tmp_path, {"softmax": [260.0, 262.0, 261.0], "ssa": [260.0, 262.0, 261.0]},
-                metric="perplexity", task="decoder_lm", track="decoder")
+    populate(tmp_path, {"softmax": 0.0, "ssa": -0.1, "relu": 0.2, "relu2": 0.1,
+                        "sigmoid": 0.05})   # error and accuracy
+    specs = {"perplexity": {"direction": "lower", "headline": True},
+             "accuracy": {"direction": "higher", "headline": False}}
+    for scorer in ("softmax", "ssa"):
+        for seed, ppl in enumerate([260.0, 262.0, 261.0]):
+            write_record(tmp_path, make_record("decoder_lm", scorer, seed, {
+                "perplexity": ppl, "accuracy": 0.25}, specs=specs, track="decoder"))
     board = build_board(tmp_path, n_boot=N_BOOT)
     assert set(board.task_scores["task"]) == {"icl_linear"}
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
-    assert {s: r["n_tasks"] for s, r in overall.items()} == {"softmax": 1, "ssa": 1, "relu": 1}
+    assert {r["n_tasks"] for r in overall.values()} == {1} and len(overall) == 5
+    assert overall["softmax"]["tier1_tasks"] <= 1 and overall["ssa"]["tier1_tasks"] == 1
     assert overall["ssa"]["score"] == 1.0 and overall["relu"]["score"] == 0.0
-    assert math.isfinite(overall["softmax"]["ci_low"]) and overall["softmax"]["ci_high"] <= 1.0
+    assert -1.0 < overall["softmax"]["ci_low"] < overall["softmax"]["ci_high"] < 2.0
     assert outside_overall(board) == [
         "decoder_lm (cpu): run by softmax, ssa only, so shown in its track and not in the overall"]
     assert "perplexity ↓" in track_table(board, "decoder")
+    assert "accuracy ↑" in track_table(board, "decoder")       # every metric of a 2-scorer task
+    assert "accuracy ↑" not in track_table(board, "icl")       # headline only with 5 scorers
