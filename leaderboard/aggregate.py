@@ -626,6 +626,8 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         "n_problems": len(problems),
         "date_first": dates[0] if dates else "unknown",
         "date_last": dates[-1] if dates else "unknown",
+        "finished_last": max((str(r.provenance.get("finished") or "") for r in used),
+                             default=""),
         "profiles": sorted({label_of(r) for r in used}),
         "git_sha": prov["git_sha"], "hardware": prov["hardware"],
         "harness_version": prov["harness_version"],

@@ -95,7 +95,7 @@ def load_release(release_dir: str | Path) -> Board:
 
 def list_releases(releases_dir: str | Path) -> list[tuple[Path, dict]]:
     """(directory, meta) of every release with a readable results.json, newest first (by the
-    date of its newest record, then by name)."""
+    date and time its newest record finished, then by name)."""
     found = []
     root = Path(releases_dir)
     if not root.is_dir():
@@ -106,7 +106,8 @@ def list_releases(releases_dir: str | Path) -> list[tuple[Path, dict]]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         found.append((results.parent, meta))
-    found.sort(key=lambda item: (item[1].get("date_last", ""), item[0].name), reverse=True)
+    found.sort(key=lambda item: (item[1].get("date_last", ""), item[1].get("finished_last", ""),
+                                 item[0].name), reverse=True)
     return found
 
 

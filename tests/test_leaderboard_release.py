@@ -112,6 +112,12 @@ def test_leaderboard_md_shows_latest_and_links_all(tmp_path):
     for target in ("../lb/releases/newer/README.md", "../lb/releases/older/README.md",
                    "../lb/releases/newer/plots/normalized__cpu.png"):
         assert target in text and (index.parent / target).resolve().is_file()
+    # Same day, later in the day: newest, though its name sorts first.
+    same_day = tmp_path / "same_day"
+    populate(same_day, {"softmax": 0.0, "ssa": -0.1}, with_grid=False,
+             finished="2025-03-04T18:00:00.000000+00:00")
+    publish(same_day, "a-evening", releases, index, n_boot=N_BOOT)
+    assert [d.name for d, _ in list_releases(releases)] == ["a-evening", "newer", "older"]
 
 
 def test_release_name_and_missing_release_errors(results, tmp_path):
