@@ -16,8 +16,9 @@ MESSAGE_WIDTH = 120
 
 METHOD = """\
 - **Rows** are (profile, task, metric, scorer). *n* counts the seeds whose cell finished `ok`
-  with a value; mean and std are over those seeds. Headline metrics are shown here; every metric
-  is in `results.csv` / `results.json`.
+  with a value; mean and std are over those seeds. Headline metrics are shown here, and every
+  metric of a task run by at most {detail} scorers; all of them are in `results.csv` /
+  `results.json`.
 - **95% CI**: percentile bootstrap ({n_boot} replicates), two-stage where per-item outcomes exist
   (resample seeds, then items within each drawn seed), over seeds otherwise. Needs n >= 2.
 - **Δ vs {baseline}** is the mean paired difference on the seeds both ran; **p** is a paired
@@ -35,10 +36,11 @@ METHOD = """\
   bootstrap replicates (1 = best), over the replicates where every scorer drew one of its seeds.
 - **Failures** (diverged / nan / oom / timeout / error, and `null` for a missing metric) are
   counted per row; a mean marked † is over the surviving seeds only.
-- **Overall**: per profile, each quality task's headline metrics are normalized (1 = best scorer
-  mean, 0 = worst) and averaged; the score is the mean over the tasks the scorer ran (a task
-  where all its cells failed counts 0; tasks it cannot run do not count). CI, rank and tier as
-  above, from the same bootstrap replicates.
+- **Overall**: per profile, over the quality tasks (ICL, decoder, encoder, probes) that every
+  scorer has records of (a task run by some scorers only is named under the table), each task's
+  headline metrics are normalized (1 = best scorer mean, 0 = worst) and averaged; the score is
+  the mean over the tasks the scorer ran (a task where all its cells failed counts 0; tasks it
+  cannot run do not count). CI, rank and tier as above, from the same bootstrap replicates.
 - **Superseded** records (older task or scorer version than the newest seen) are listed, not
   used. Each row's date, harness git sha and hardware come from its records' provenance.
 """
@@ -282,9 +284,13 @@ def release_readme(board, plots: list[str]) -> str:
     lines += ["Files: `results.json` (everything below, and all metrics), `results.csv` (one row "
               "per profile, task, metric and scorer), `plots/`.", ""]
     lines += board_sections(board, plots)
-    lines += ["## Method", "", METHOD.format(n_boot=m["n_boot"], baseline=m["baseline"],
-                                            alpha=m["alpha"])]
+    lines += ["## Method", "", method_text(m)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def method_text(meta: dict) -> str:
+    return METHOD.format(n_boot=meta["n_boot"], baseline=meta["baseline"], alpha=meta["alpha"],
+                         detail=DETAIL_MAX_SCORERS)
 
 
 def leaderboard_index(latest, latest_link: str, plots: list[str], plot_prefix: str,
@@ -301,6 +307,5 @@ def leaderboard_index(latest, latest_link: str, plots: list[str], plot_prefix: s
              cell_text(joined(meta["hardware"]))] for meta, link in releases]
     lines += ["## All releases", "",
               _table(body, ["release", "dates", "records", "profiles", "harness", "hardware"]), "",
-              "## Method", "", METHOD.format(n_boot=m["n_boot"], baseline=m["baseline"],
-                                             alpha=m["alpha"])]
+              "## Method", "", method_text(m)]
     return "\n".join(lines).rstrip() + "\n"
