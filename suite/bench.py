@@ -394,22 +394,44 @@ def _hardware(device) -> str:
     return hardware(str(torch.device(device)))
 
 
-def scorer_records(result: ScorerBench) -> list[dict]:
-    """One record per scorer (task ``bench_scorers``, track ``cost``)."""
+def _add_metric(metrics: dict, specs: dict, name: str, value, headline: bool,
+                direction: str = "lower") -> None:
+    """Record a finite measurement with its spec; None and non-finite values are left out."""
+    if value is not None and math.isfinite(value):
+        metrics[name] = round(float(value), 6)
+        specs[name] = {"direction": direction, "headline": headline}
+
+
+def _cost_record(task: str, scorer: str, config, result, *, status: str, message: str,
+                 metrics: dict, specs: dict, extra: dict, dtype: str) -> dict:
+    """A validated cost-track record of one scorer (seed 0, profile ``bench``)."""
     import scorers
 
     from .cells import Cell
     from .provenance import provenance
     from .records import SCHEMA_VERSION, validate_record
 
+    cell = Cell(task=task, task_version=BENCH_VERSION, track="cost", scorer=scorer,
+                scorer_version=int(scorers.get_scorer_class(scorer).version), scorer_kwargs={},
+                profile=PROFILE, seed=0, config=config.cell_config())
+    return validate_record({
+        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
+        "status": status, "message": message, "step": None, "metrics": metrics,
+        "metric_specs": specs, "grids": {}, "items": {}, "extra": extra,
+        "provenance": provenance(device=torch.device(config.device).type, dtype=dtype,
+                                 wall_time_s=result.wall_time_s, peak_mb=None,
+                                 started=result.started, finished=result.finished,
+                                 hardware_name=_hardware(config.device)),
+    })
+
+
+def scorer_records(result: ScorerBench) -> list[dict]:
+    """One record per scorer (task ``bench_scorers``, track ``cost``)."""
     config = result.config
     rows = scorer_rows(result)
     records = []
     for name in result.scorers:
         mine = [r for r in rows if r["scorer"] == name]
-        cell = Cell(task=BENCH_SCORERS_TASK, task_version=BENCH_VERSION, track="cost",
-                    scorer=name, scorer_version=int(scorers.get_scorer_class(name).version),
-                    scorer_kwargs={}, profile=PROFILE, seed=0, config=config.cell_config())
         metrics, specs, notes = {}, {}, []
         for r in mine:
             s = r["shape"]
@@ -420,10 +442,7 @@ def scorer_records(result: ScorerBench) -> list[dict]:
                       f"peak_mem_ratio_{s}": (r["mem_ratio"], False),
                       f"peak_mem_mb_{s}": (r["mem_mb"], False)}
             for metric, (value, headline) in values.items():
-                if value is None or not math.isfinite(value):
-                    continue
-                metrics[metric] = round(float(value), 6)
-                specs[metric] = {"direction": "lower", "headline": headline}
+                _add_metric(metrics, specs, metric, value, headline)
             notes += [f"{s} {variant}: {err}" for variant, err in r["errors"].items()]
         if name in result.setup_errors:
             status, message = "error", result.setup_errors[name]
@@ -449,17 +468,9 @@ def scorer_records(result: ScorerBench) -> list[dict]:
             "clock": config.clock, "memory": MEMORY_METHOD[torch.device(config.device).type],
             "load_average_before": result.load_before, "load_average_after": result.load_after,
         }
-        record = {
-            "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
-            "status": status, "message": message, "step": None, "metrics": metrics,
-            "metric_specs": specs, "grids": {}, "items": {}, "extra": extra,
-            "provenance": provenance(device=torch.device(config.device).type,
-                                     dtype=config.dtype, wall_time_s=result.wall_time_s,
-                                     peak_mb=None, started=result.started,
-                                     finished=result.finished,
-                                     hardware_name=_hardware(config.device)),
-        }
-        records.append(validate_record(record))
+        records.append(_cost_record(BENCH_SCORERS_TASK, name, config, result, status=status,
+                                    message=message, metrics=metrics, specs=specs, extra=extra,
+                                    dtype=config.dtype))
     return records
 
 
@@ -671,20 +682,11 @@ def train_rows(result: TrainBench) -> list[dict]:
 
 def train_records(result: TrainBench) -> list[dict]:
     """One record per scorer (task ``bench_train``, track ``cost``)."""
-    import scorers
-
-    from .cells import Cell
-    from .provenance import provenance
-    from .records import SCHEMA_VERSION, validate_record
-
     config = result.config
     rows = train_rows(result)
     records = []
     for name in result.scorers:
         mine = [r for r in rows if r["scorer"] == name]
-        cell = Cell(task=BENCH_TRAIN_TASK, task_version=BENCH_VERSION, track="cost", scorer=name,
-                    scorer_version=int(scorers.get_scorer_class(name).version), scorer_kwargs={},
-                    profile=PROFILE, seed=0, config=config.cell_config())
         metrics, specs, notes = {}, {}, []
         for r in mine:
             bb = r["backbone"]
@@ -692,9 +694,7 @@ def train_records(result: TrainBench) -> list[dict]:
                     (f"step_ratio_{bb}", r["step_ratio"], True, "lower"),
                     (f"step_ms_{bb}", r["step_ms"], False, "lower"),
                     (f"tokens_per_s_{bb}", r["tokens_per_s"], False, "higher")):
-                if value is not None and math.isfinite(value):
-                    metrics[metric] = round(float(value), 6)
-                    specs[metric] = {"direction": direction, "headline": headline}
+                _add_metric(metrics, specs, metric, value, headline, direction)
             if r["error"]:
                 notes.append(f"{bb}: {r['error']}")
         ran = any(k.startswith("step_ratio_") for k in metrics)
@@ -710,14 +710,7 @@ def train_records(result: TrainBench) -> list[dict]:
             "clock": config.clock, "fast_mode": config.fast_mode,
             "load_average_before": result.load_before, "load_average_after": result.load_after,
         }
-        record = {
-            "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
-            "status": status, "message": "; ".join(notes), "step": None, "metrics": metrics,
-            "metric_specs": specs, "grids": {}, "items": {}, "extra": extra,
-            "provenance": provenance(device=torch.device(config.device).type, dtype="float32",
-                                     wall_time_s=result.wall_time_s, peak_mb=None,
-                                     started=result.started, finished=result.finished,
-                                     hardware_name=_hardware(config.device)),
-        }
-        records.append(validate_record(record))
+        records.append(_cost_record(BENCH_TRAIN_TASK, name, config, result, status=status,
+                                    message="; ".join(notes), metrics=metrics, specs=specs,
+                                    extra=extra, dtype="float32"))
     return records

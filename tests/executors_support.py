@@ -1,29 +1,17 @@
 """Shared helpers of the executor tests (``tests/test_executors_*.py``)."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
+
+from suite_support import loaded_plugin
 
 PLUGIN = Path(__file__).with_name("executors_plugin_tasks.py").resolve()
 TASK = "executors_test_attention"
 
 
-@contextlib.contextmanager
 def plugin_tasks():
     """Register the executor test tasks for the duration of a test, then restore the registries."""
-    import scorers
-    from scorers import registry as scorer_registry
-    from tasks import registry as task_registry
-
-    saved = [(d, dict(d)) for d in (task_registry._TASKS, scorer_registry._REGISTRY,
-                                    scorer_registry._ALIASES)]
-    assert scorers.load_plugin(PLUGIN), "the executor test plugin failed to import"
-    try:
-        yield
-    finally:
-        for registry, before in saved:
-            registry.clear()
-            registry.update(before)
+    return loaded_plugin(PLUGIN)
 
 
 def plan(task: str = TASK, scorers=("softmax",), seeds=(0,), **overrides):

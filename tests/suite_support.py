@@ -16,22 +16,27 @@ TASK = "suite_test_draws"
 
 
 @contextlib.contextmanager
-def plugin_tasks():
-    """Register the test task and scorer for the duration of a test, then restore the
-    registries."""
+def loaded_plugin(path: Path):
+    """Import the plugin file ``path`` (tasks, scorers) for the duration of a test, then restore
+    the registries."""
     import scorers
     from scorers import registry as scorer_registry
     from tasks import registry as task_registry
 
     saved = [(d, dict(d)) for d in (task_registry._TASKS, scorer_registry._REGISTRY,
                                     scorer_registry._ALIASES)]
-    assert scorers.load_plugin(PLUGIN), "the test plugin failed to import"
+    assert scorers.load_plugin(path), f"the test plugin {path.name} failed to import"
     try:
         yield
     finally:
         for registry, before in saved:
             registry.clear()
             registry.update(before)
+
+
+def plugin_tasks():
+    """Register the test task and scorer for the duration of a test."""
+    return loaded_plugin(PLUGIN)
 
 
 def profile_file(path: Path, *, seeds=1, scorers="softmax", time_limit_s=0, **task) -> Path:
