@@ -161,6 +161,10 @@ def validate_record(record: Any) -> dict:
                 or not isinstance(spec.get("headline"), bool)):
             raise RecordError(f"metric_specs.{name} must be {{'direction': 'lower'|'higher', "
                               f"'headline': true|false}}, got {spec!r}")
+        for key in ("floor", "ceiling", "min_effect"):
+            if spec.get(key) is not None and not _is_number(spec[key]):
+                raise RecordError(f"metric_specs.{name}.{key} must be a number or null, "
+                                  f"got {spec[key]!r}")
     undeclared = sorted(set(record["metrics"]) - set(record["metric_specs"]))
     if undeclared:
         raise RecordError(f"metrics {undeclared} have no entry in metric_specs")

@@ -20,15 +20,36 @@ TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric's declaration: which direction is better, and whether it is a headline number."""
+    """A metric's declaration: which direction is better, whether it is a headline number, and
+    the fixed anchors of its normalized score.
+
+    ``floor`` is the trivial predictor or chance (score 0) and ``ceiling`` perfect (score 1);
+    the normalized score is ``clip((x - floor) / (ceiling - floor), 0, 1)``, on ``log(x)`` when
+    ``log_scale`` (perplexity). An anchor that depends on the cell's data (the unigram
+    perplexity of its corpus, the zero predictor's MSE) is reported by the cell in
+    ``TaskResult.extra["anchors"][metric] = {"floor": ..., "ceiling": ...}`` and overrides the
+    declared one. ``min_effect`` is the smallest difference, relative to the baseline's mean
+    (absolute when that mean is 0), that can be called better or worse; below it a row is a tie.
+    """
 
     direction: str  # "lower" or "higher"
     headline: bool = False
     description: str = ""
+    floor: float | None = None
+    ceiling: float | None = None
+    log_scale: bool = False
+    min_effect: float = 1e-6
 
     def __post_init__(self):
         if self.direction not in ("lower", "higher"):
             raise ValueError(f"metric direction must be 'lower' or 'higher', got {self.direction!r}")
+        if self.min_effect < 0:
+            raise ValueError(f"metric min_effect must be >= 0, got {self.min_effect!r}")
+
+    def spec(self) -> dict:
+        """The declaration as it is written into a record's ``metric_specs``."""
+        return {"direction": self.direction, "headline": bool(self.headline), "floor": self.floor,
+                "ceiling": self.ceiling, "log_scale": self.log_scale, "min_effect": self.min_effect}
 
 
 class TrainingFailure(Exception):
