@@ -513,7 +513,7 @@ class Page:
         return order, f"{first[0]} · {first[1]}, best first"
 
     def metric_table(self, profile: str, scorers: list[str], metric_rows: list[dict],
-                     caption: str, with_links: bool) -> Markup:
+                     caption: str, linked: set) -> Markup:
         """Scorers as rows, one column per (task, metric): mean and interval."""
         keys = list(dict.fromkeys((r["task"], r["metric"]) for r in metric_rows))
         cells = {(r["scorer"], r["task"], r["metric"]): r for r in metric_rows}
@@ -525,7 +525,8 @@ class Page:
             direction = info[(task, metric)]["direction"]
             link = (tag("a", "details", href=f"#{slug('detail', profile, task, metric)}",
                         class_="more", title=f"Δ vs {self.baseline}, p-values, tier, rank and "
-                        f"failures of {task} · {metric}") if with_links else None)
+                        f"failures of {task} · {metric}") if (task, metric) in linked
+                    else None)
             columns.append(field_column(
                 mean, pivot, f"{task} · {metric} {arrow(direction)}",
                 HEADLINE_TITLE.format(task=task, metric=metric, better=better(direction)),
@@ -535,34 +536,36 @@ class Page:
 
     def track(self, track: str) -> Markup:
         shown = {(r["profile"], r["task"], r["metric"]) for r in md.shown_rows(self.board, track)}
-        rows = [r for r in self.rows
-                if r["track"] == track and (r["profile"], r["task"], r["metric"]) in shown]
+        every = [r for r in self.rows if r["track"] == track]
+        rows = [r for r in every if (r["profile"], r["task"], r["metric"]) in shown]
         parts = [tag("h2", md.TRACK_TITLES[track])]
         keys = [k for k in FIELDS["rows"] if k not in ("scorer", "provenance")]
         parts.append(self.field_legend(
             "rows", keys, [("↑ / ↓", "Higher / lower is better for this metric."),
                            ("highlighted row", "Tier 1 of that metric.")],
-            "Per profile, one table of the headline metrics (scorers as rows); secondary metrics "
-            "and the per-metric statistics (Δ, p-values, tier, rank, failures) open below. "
+            "Per profile, one table of the headline metrics (scorers as rows); every secondary "
+            "metric, and the per-metric statistics (Δ, p-values, tier, rank, failures) of the "
+            "metrics the README shows, open below. "
             "Click a header to sort; hover a header for its meaning."))
         if not rows:
             parts.append(tag("p", "No records for this track in this release.", class_="empty"))
         for profile in sorted({r["profile"] for r in rows}):
             prows = [r for r in rows if r["profile"] == profile]
             scorers, order = self.scorer_order(profile, prows)
+            linked = {(r["task"], r["metric"]) for r in prows}
             head = [r for r in prows if r["headline"]]
-            rest = [r for r in prows if not r["headline"]]
+            rest = [r for r in every if r["profile"] == profile and not r["headline"]]
             parts.append(tag("h3", f"profile {profile}"))
             if head:
                 parts.append(self.metric_table(
                     profile, scorers, head,
-                    f"Headline metrics, profile {profile}: rows by {order}", True))
+                    f"Headline metrics, profile {profile}: rows by {order}", linked))
             if rest:
                 n = len({(r["task"], r["metric"]) for r in rest})
                 parts.append(tag("details", tag("summary", f"Secondary metrics ({n})"),
                                  self.metric_table(profile, scorers, rest,
                                                    f"Secondary metrics, profile {profile}: rows "
-                                                   f"by {order}", True),
+                                                   f"by {order}", linked),
                                  class_="secondary", open=not head))
             groups: dict[tuple, list[dict]] = {}
             for r in prows:

@@ -91,7 +91,8 @@ class PageTables(HTMLParser):
         if tag == "section":
             self._section = a.get("id")
         elif tag == "table":
-            self._table = {"section": self._section, "caption": "", "headers": [], "rows": []}
+            self._table = {"section": self._section, "caption": "", "headers": [], "rows": [],
+                           "header_attrs": [], "attrs": a}
         elif tag == "caption":
             self._in_caption = True
         elif tag == "tr" and self._table is not None:
@@ -113,6 +114,7 @@ class PageTables(HTMLParser):
             cells = self._row["cells"]
             if cells and all(c["tag"] == "th" for c in cells):
                 self._table["headers"] = [c["text"] for c in cells]
+                self._table["header_attrs"] = [c["attrs"] for c in cells]
             else:
                 self._table["rows"].append(self._row)
             self._row = None
