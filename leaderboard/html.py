@@ -618,11 +618,19 @@ class Page:
 
     # ----------------------------------------------------------------- failures
 
+    def problem_summary(self) -> str:
+        """The one wording of the release's problems, in the header and the Failures tab."""
+        problems = list(self.data.get("problems", []))
+        n_skip = sum(bool(p.get("skipped")) for p in problems)
+        files = len({p.get("path") for p in problems})
+        return (f"{len(problems)} problem{'s' * (len(problems) != 1)} in {files} record "
+                f"file{'s' * (files != 1)} ({len(problems) - n_skip} partly used, {n_skip} "
+                "skipped)")
+
     def failures(self) -> Markup:
         failed = list(self.data.get("failed_cells", []))
         problems = list(self.data.get("problems", []))
         superseded = list(self.data.get("superseded", []))
-        n_skip = sum(bool(p.get("skipped")) for p in problems)
         columns = [Column("profile", text_cell(lambda r: r["profile"]), title="Suite profile."),
                    Column("task", text_cell(lambda r: r["task"]), title="Task of the cell."),
                    self.scorer_column(),
@@ -640,9 +648,8 @@ class Page:
         parts = [tag("h2", "Failed and skipped cells"), legend(
             [("failed cells", f"{len(failed)}: cells that did not finish ok or lack a metric; "
                               "they count as failures in the tracks."),
-             ("records with problems", f"{len(problems)}: {len(problems) - n_skip} partly used "
-                                       f"(the named values left out, the rest used), {n_skip} "
-                                       "skipped (not used at all)."),
+             ("problems", f"{self.problem_summary()}; partly used: the named values are left "
+                         "out, the rest is used; skipped: not used at all."),
              ("superseded records", f"{len(superseded)}: older task or scorer versions, not "
                                     "used.")])]
         parts.append(table(columns, failed, None,
@@ -650,7 +657,7 @@ class Page:
                                       "title": f"{r['path']} · git {r['git_sha']} · "
                                                f"{r['hardware']}"})
                      if failed else tag("p", "None: every cell finished ok.", class_="empty"))
-        parts.append(tag("h2", f"Records with problems ({len(problems)})"))
+        parts.append(tag("h2", f"Problems in records ({len(problems)})"))
         parts.append(table([Column("file", text_cell(lambda r: r["path"]),
                                    title="Record file, relative to the results directory."),
                             Column("effect", text_cell(
@@ -806,12 +813,10 @@ class Page:
                            void("input", id="scorer-filter", type="search",
                                 placeholder="scorer name", autocomplete="off")),
                        tag("span", "", id="filter-count"), class_="controls")
-        problems = list(self.data.get("problems", []))
-        n_skip = sum(bool(p.get("skipped")) for p in problems)
         lines = [
             (f"Records: {m['n_used']} used of {m['n_files']} files; {m['n_superseded']} "
-             f"superseded; {len(problems)} with problems ({len(problems) - n_skip} partly used, "
-             f"{n_skip} skipped; see Failures); profiles: {', '.join(m['profiles']) or 'none'}"),
+             f"superseded; {self.problem_summary()} (see Failures); profiles: "
+             f"{', '.join(m['profiles']) or 'none'}"),
             f"Dates: {m['date_first']} to {m['date_last']}",
             (f"Harness (git): {md.short_shas(m['git_sha'])}; scorebench "
              f"{', '.join(m['harness_version'])}"),

@@ -333,3 +333,21 @@ def test_write_site_errors(tmp_path):
     (tmp_path / "scorers.json").write_text("[1]")
     with pytest.raises(ReleaseError, match="scorer metadata"):
         read_scorers(tmp_path)
+
+
+def test_problems_have_one_wording(site, tmp_path):
+    release = tmp_path / "problems"
+    shutil.copytree(site / "releases" / "r1", release)
+    data = json.loads((release / "results.json").read_text())
+    data["problems"] = [{"path": "a/b/1.json", "reason": "items 'x' left out", "skipped": False},
+                        {"path": "a/b/1.json", "reason": "items 'y' left out", "skipped": False},
+                        {"path": "a/c/2.json", "reason": "not JSON", "skipped": True}]
+    (release / "results.json").write_text(json.dumps(data))
+    write_index(release, [("problems", "../problems/index.html", data["meta"])])
+    text = (release / INDEX).read_text()
+    summary = "3 problems in 2 record files (2 partly used, 1 skipped)"
+    assert text.count(summary) == 2  # the header and the Failures tab
+    assert "<h2>Problems in records (3)</h2>" in text
+    effects = [cells(r, t["headers"])["effect"] for t in PageTables(text).in_section("failures")
+               if "effect" in t["headers"] for r in t["rows"]]
+    assert effects == ["partly used", "partly used", "skipped"]
