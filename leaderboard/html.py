@@ -815,7 +815,7 @@ class Page:
                        tag("span", "", id="filter-count"), class_="controls")
         lines = [
             (f"Records: {m['n_used']} used of {m['n_files']} files; {m['n_superseded']} "
-             f"superseded; {self.problem_summary()} (see Failures); profiles: "
+             f"superseded; {self.problem_summary()}, listed under Failures; profiles: "
              f"{', '.join(m['profiles']) or 'none'}"),
             f"Dates: {m['date_first']} to {m['date_last']}",
             (f"Harness (git): {md.short_shas(m['git_sha'])}; scorebench "
