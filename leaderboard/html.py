@@ -141,21 +141,25 @@ CLAIM_FIELDS = _fields(
     Field("profile", "profile", "Suite profile the records come from.", "text"),
     Field("source", "source", "Where the claim is stated.", "text"),
 )
-# Row fields that are not statistics of their own (never shown as an extra column).
-_ROW_NOT_EXTRA = {"task_version", "scorer_version", "std", "n_items", "n_cells", "n_ok",
-                  "n_failed", "n_skipped", "n_null", "p_vs_baseline", "n_paired", "ci_low",
-                  "ci_high", "rank_high"}
+# Numeric fields that are parts of a shown column or bookkeeping (never an extra column).
+NOT_EXTRA = {
+    "rows": {"task_version", "scorer_version", "std", "n_items", "n_cells", "n_ok", "n_failed",
+             "n_skipped", "n_null", "p_vs_baseline", "n_paired", "ci_low", "ci_high",
+             "rank_high"},
+    "overall": {"ci_low", "ci_high", "rank_high", "tasks_failed", "tasks_skipped", "n_cells"},
+    "claims": {"ci_low", "ci_high"},
+}
 HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey); {better} "
                   "is better.")
 VERDICTS = ("supported", "not supported", "contradicted", "not run")
 
 
-def extra_fields(rows: list[dict], known: Mapping[str, Field]) -> list[Field]:
+def extra_fields(rows: list[dict], known: Mapping[str, Field], frame: str) -> list[Field]:
     """Numeric fields of ``rows`` that :data:`FIELDS` does not name, as plain number columns."""
     keys = []
     for r in rows:
         for k, v in r.items():
-            if (k not in known and k not in _ROW_NOT_EXTRA and k not in keys
+            if (k not in known and k not in NOT_EXTRA[frame] and k not in keys
                     and isinstance(v, (int, float)) and not isinstance(v, bool)):
                 keys.append(k)
     return [Field(k, k.replace("_", " "), f"results.json field {k!r}.",
@@ -425,6 +429,7 @@ class Page:
             Column(f("n_tasks").label, num_cell(md.tasks_text, lambda r: r["n_tasks"]), True,
                    f("n_tasks").title),
             field_column(f("tier1_tasks"), rows),
+            *(field_column(x, rows) for x in extra_fields(rows, FIELDS["overall"], "overall")),
             Column(failed.label, num_cell(md.failed_text, lambda r: r["n_failed"],
                                           lambda r: "failed" if r["n_failed"] else None), True,
                    failed.title),
@@ -493,7 +498,7 @@ class Page:
             Column(failures.label, num_cell(lambda r: md.failures_text(r["failures"]), n_bad,
                                             lambda r: "failed" if n_bad(r) else None), True,
                    failures.title),
-            *(field_column(x, rows) for x in extra_fields(rows, known)),
+            *(field_column(x, rows) for x in extra_fields(rows, known, "rows")),
             Column(prov.label, lambda r: _provenance_cell(r, extra(r)), False, prov.title),
         ]
 
@@ -609,7 +614,7 @@ class Page:
                         False, f.title, "scorer" if f.key == "id" else None))
             else:
                 columns.append(field_column(f, claims))
-        columns += [field_column(x, claims) for x in extra_fields(claims, CLAIM_FIELDS)]
+        columns += [field_column(x, claims) for x in extra_fields(claims, CLAIM_FIELDS, "claims")]
         parts.append(table(columns, claims, "Claims in results.json order",
                            lambda r: {"data_scorer": r.get("scorer") or ""})
                      if claims else tag("p", "No claims were evaluated for this release.",

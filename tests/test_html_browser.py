@@ -18,6 +18,7 @@ import pytest
 from html_support import (
     PLUGIN_SCORER,
     XSS,
+    add_claims,
     isolate_registry,
     publish_html,
     write_plugin,
@@ -51,6 +52,7 @@ def site(tmp_path_factory):
         older = write_results(base / "older", finished="2024-12-01T00:00:00.000000+00:00")
         assert publish_html(older, base / "releases", "r0", plugin) == 0
         assert publish_html(write_results(base / "results"), base / "releases", "r1", plugin) == 0
+        add_claims(base / "releases" / "r1")
     server = make_server(base / "releases", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -238,7 +240,8 @@ def test_reader_checks(site, browser, tmp_path):
     browser.get(url + "/r1/index.html")
     tabs = [a.get_attribute("href").split("#")[1]
             for a in browser.find_elements(By.CSS_SELECTOR, "#tabs a")]
-    assert {"overall", "track-icl", "plots", "scorers", "failures", "releases"} <= set(tabs)
+    assert {"overall", "track-icl", "claims", "plots", "scorers", "failures", "releases"} \
+        <= set(tabs)
     for tab in tabs:
         browser.find_element(By.CSS_SELECTOR, f"#tabs a[href='#{tab}']").click()
         legend = browser.find_element(By.CSS_SELECTOR, f"#{tab} > details.legend")

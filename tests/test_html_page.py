@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from html_support import (
     PLUGIN_SCORER,
+    add_claims,
     XSS,
     PageTables,
     isolate_registry,
@@ -202,21 +203,12 @@ def test_claims_tab_and_extra_fields(site, tmp_path):
     shutil.copytree(site / "releases" / "r1", release)
     data = json.loads((release / "results.json").read_text())
     assert "claims" not in data and 'id="claims"' not in (release / INDEX).read_text()
-    base = {"source": "paper.pdf §4", "profile": "cpu", "baseline": "softmax", "task": "icl_linear",
-            "metric": "error", "direction": "lower", "test": "paired bootstrap", "n_seeds": 3,
-            "paper": "−3% error"}
-    data["claims"] = [
-        {**base, "id": "ssa-1", "claim": "SSA lowers the error", "scorer": "ssa",
-         "verdict": "supported", "effect": -0.1234, "ci_low": -0.15, "ci_high": -0.1, "p": 0.0004,
-         "detectable": 0.021},
-        {**base, "id": "relu-1", "claim": "ReLU matches softmax", "scorer": "relu",
-         "verdict": "contradicted", "effect": 0.25, "ci_low": 0.2, "ci_high": 0.3, "p": 0.01,
-         "detectable": 0.0205},
-        {**base, "id": f"{XSS}-1", "claim": XSS, "scorer": XSS, "verdict": "not run",
-         "effect": None, "ci_low": None, "ci_high": None, "p": None, "detectable": None},
-    ]
+    add_claims(release)
+    data = json.loads((release / "results.json").read_text())
     for r in data["rows"]:
         r["win_rate"] = 0.5 if r["scorer"] == "softmax" else 0.25
+    for r in data["overall"]:
+        r["mean_win_rate"] = 0.125
     (release / "results.json").write_text(json.dumps(data))
     write_index(release, [("claimed", "../claimed/index.html", data["meta"])])
     text = (release / INDEX).read_text()
@@ -240,6 +232,8 @@ def test_claims_tab_and_extra_fields(site, tmp_path):
     assert cell["text"] in ("0.500", "0.250")
     assert "'win_rate'" in details[0]["header_attrs"][details[0]["headers"].index("win rate")][
         "title"]
+    overall, = parsed.in_section("overall")
+    assert {cells(r, overall["headers"])["mean win rate"] for r in overall["rows"]} == {"0.125"}
 
 
 def test_scorer_descriptions_are_whole_and_marked_up():
