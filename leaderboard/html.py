@@ -55,7 +55,9 @@ TAB_TITLES = {"icl": "ICL", "decoder": "Decoder", "encoder": "Encoder", "probe":
 class Field:
     """A results.json field as a column: its header, its header's ``title`` (what it means and
     which direction is better) and its format: ``ci`` (value and interval, from ``lo``/``hi``),
-    ``num``, ``delta`` (signed), ``p``, ``int``, ``rank`` (from ``lo``/``hi``), ``text``."""
+    ``num``, ``delta`` (signed), ``p``, ``int``, ``rank`` (from ``lo``/``hi``), ``text``.
+    ``decimals`` fixes the decimal places; by default :func:`number_format` picks them per
+    column from the values."""
 
     key: str
     label: str
@@ -63,6 +65,7 @@ class Field:
     fmt: str = "num"
     lo: str | None = None
     hi: str | None = None
+    decimals: int | None = None
 
 
 def _fields(*fields: Field) -> dict[str, Field]:
@@ -265,6 +268,29 @@ def slug(*parts: Any) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9_.]+", "-", str(p)).strip("-") for p in parts)
 
 
+def row_order(rows: list[dict], key: str, higher: bool) -> str | None:
+    """How ``rows`` are ordered as results.json gives them: "tier" (tier, then ``key`` best
+    first), "value" (``key`` best first), or None (neither)."""
+    def value(r):
+        x = r.get(key)
+        return math.inf if _missing(x) else (-x if higher else x)
+
+    def tier(r):
+        return math.inf if _missing(r.get("tier")) else r["tier"]
+
+    keys = [(tier(r), value(r)) for r in rows]
+    if keys == sorted(keys) and len({t for t, _ in keys}) > 1:
+        return "tier"
+    if [v for _, v in keys] == sorted(v for _, v in keys):
+        return "value"
+    return "tier" if keys == sorted(keys) else None
+
+
+def order_text(order: str | None, name: str) -> str:
+    return {"tier": f"sorted by tier, then {name}", "value": f"sorted by {name}, best first",
+            None: "in results.json order"}[order]
+
+
 def better(direction: str | None) -> str:
     return "lower" if direction == "lower" else "higher"
 
@@ -330,7 +356,8 @@ def field_column(field: Field, rows: list[dict], label: str | None = None,
     values = [d.get(field.key) for d in src]
     widths = ([None if _missing(d.get(field.lo)) or _missing(d.get(field.hi))
                else d[field.hi] - d[field.lo] for d in src] if field.fmt == "ci" else [])
-    fmt = number_format(values, widths)
+    fmt = (number_format(values, widths) if field.decimals is None
+           else lambda x: f"{x:.{field.decimals}f}")
 
     def text(d: dict) -> Markup | str:
         x = d.get(field.key)
@@ -386,7 +413,8 @@ class Page:
 
     def field(self, frame: str, key: str) -> Field:
         f = FIELDS[frame][key]
-        return Field(f.key, f.label.format(baseline=self.baseline), f.title, f.fmt, f.lo, f.hi)
+        return Field(f.key, f.label.format(baseline=self.baseline), f.title, f.fmt, f.lo, f.hi,
+                     f.decimals)
 
     # ----------------------------------------------------------------- pieces
 
@@ -417,14 +445,14 @@ class Page:
 
     # ----------------------------------------------------------------- overall
 
-    def overall_columns(self, rows: list[dict]) -> list[Column]:
+    def overall_columns(self, rows: list[dict], order: str | None = None) -> list[Column]:
         f = lambda k: self.field("overall", k)  # noqa: E731
         failed = f("n_failed")
         prov = f("provenance")
         return [
             self.scorer_column("overall"),
-            field_column(f("score"), rows),
-            field_column(f("tier"), rows, sort="ascending"),
+            field_column(f("score"), rows, sort="descending" if order == "value" else None),
+            field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
             field_column(f("rank_low"), rows),
             Column(f("n_tasks").label, num_cell(md.tasks_text, lambda r: r["n_tasks"]), True,
                    f("n_tasks").title),
@@ -439,18 +467,23 @@ class Page:
     def overall(self) -> Markup:
         rows = self.overall_rows
         keys = [k for k in FIELDS["overall"] if k not in ("scorer", "provenance")]
+        profiles = sorted({r["profile"] for r in rows})
+        orders = {p: row_order([r for r in rows if r["profile"] == p], "score", True)
+                  for p in profiles}
+        intro = "One row per scorer and profile. "
+        if "tier" in orders.values():
+            intro += ("Rows are ordered by tier (tier 1 first), then by score within a tier, so a "
+                      "scorer can sit above one with a higher score when the data cannot tell "
+                      "them apart. ")
         parts = [tag("h2", "Overall"), self.field_legend(
             "overall", keys, [("highlighted row", "Tier 1.")],
-            "One row per scorer and profile. Rows are ordered by tier (tier 1 first), then by "
-            "score within a tier, so a scorer can sit above one with a higher score when the "
-            "data cannot tell them apart better. Click a header to sort; hover a header for its "
-            "meaning.")]
+            intro + "Click a header to sort; hover a header for its meaning.")]
         if not rows:
             parts.append(tag("p", "No quality-track records in this release.", class_="empty"))
-        for profile in sorted({r["profile"] for r in rows}):
+        for profile in profiles:
             prows = [r for r in rows if r["profile"] == profile]
-            parts.append(table(self.overall_columns(prows), prows,
-                               f"profile {profile}: sorted by tier, then score",
+            parts.append(table(self.overall_columns(prows, orders[profile]), prows,
+                               f"profile {profile}: {order_text(orders[profile], 'score')}",
                                self.row_attrs))
         outside = md.outside_overall(self.board)
         if outside:
@@ -459,7 +492,7 @@ class Page:
 
     # ----------------------------------------------------------------- tracks
 
-    def detail_columns(self, rows: list[dict]) -> list[Column]:
+    def detail_columns(self, rows: list[dict], order: str | None = None) -> list[Column]:
         f = lambda k: self.field("rows", k)  # noqa: E731
         delta, failures, prov = f("delta_vs_baseline"), f("failures"), f("provenance")
 
@@ -487,13 +520,14 @@ class Page:
         known = FIELDS["rows"]
         return [
             self.scorer_column(),
-            field_column(f("mean"), rows),
+            field_column(f("mean"), rows, sort=None if order != "value" else (
+                "descending" if rows[0]["direction"] != "lower" else "ascending")),
             field_column(f("n"), rows),
             Column(delta.label, num_cell(delta_text, lambda r: r["delta_vs_baseline"]), True,
                    delta.title),
             field_column(f("p_vs_baseline_holm"), rows),
             field_column(f("p_signflip"), rows),
-            field_column(f("tier"), rows, sort="ascending"),
+            field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
             field_column(f("rank_low"), rows),
             Column(failures.label, num_cell(lambda r: md.failures_text(r["failures"]), n_bad,
                                             lambda r: "failed" if n_bad(r) else None), True,
@@ -578,10 +612,11 @@ class Page:
             details = []
             for (task, metric), grows in groups.items():
                 label = f"{task} · {metric} {arrow(grows[0]['direction'])}"
+                order = row_order(grows, "mean", grows[0]["direction"] != "lower")
                 details.append(tag(
                     "details", tag("summary", label),
-                    table(self.detail_columns(grows), grows,
-                          f"{label} · profile {profile}: sorted by tier, then mean",
+                    table(self.detail_columns(grows, order), grows,
+                          f"{label} · profile {profile}: {order_text(order, 'mean')}",
                           self.row_attrs, css="detail"),
                     id=slug("detail", profile, task, metric), class_="detail"))
             parts.append(tag("div", tag("h4", f"Per-metric statistics ({len(groups)}), profile "

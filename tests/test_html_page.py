@@ -24,8 +24,10 @@ from html_support import (
 
 from leaderboard.html import (
     INDEX,
+    Field,
     code_text,
     decimals,
+    field_column,
     number_format,
     read_scorers,
     write_index,
@@ -196,6 +198,11 @@ def test_number_format_is_fixed_per_column():
     assert number_format([2e-13, 5e-12])(3.14159e-13) == "3.14e-13"
     assert number_format([None, float("nan")])(0.5) == "0.50"
     assert decimals("0.370 [0.346, 0.395]") == {3} and decimals("3.14e-13 [1.00e-13, x]") == {2}
+    fixed = field_column(Field("mean", "m", "t", "ci", "lo", "hi", decimals=1),
+                         [{"mean": 0.26, "lo": 0.2, "hi": 0.31}])
+    assert fixed.cell({"mean": 0.26, "lo": 0.2, "hi": 0.31}) == (
+        '<td class="num" data-sort="0.26"><span class="v">0.3</span> '
+        '<span class="ci">[0.2, 0.3]</span></td>')
 
 
 def test_claims_tab_and_extra_fields(site, tmp_path):
