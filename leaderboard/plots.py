@@ -5,7 +5,8 @@
   positive and span more than two decades).
 - ``bars__<profile>__<task>__<metric>.png``: mean and 95% CI per scorer, coloured by tier.
 - ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores.
-- ``cost__<cost task>__<metric>__<profile>.png``: quality score against a cost metric.
+- ``cost__<cost task>__<metric>__<profile>.png``: quality score against a cost metric (log axis
+  when every cost is positive), every point named, labels kept apart with leader lines.
 
 Files are byte-identical for identical boards: fixed size and dpi, and no software/date metadata.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib import colors as mcolors
+from matplotlib import ticker as mticker
 from matplotlib.figure import Figure
 
 DPI = 100
@@ -79,8 +81,8 @@ def grid_plots(board, outdir: Path) -> list[Path]:
         nrows = math.ceil(len(panels) / ncols)
         height = 2.6 * nrows + 0.5
         fig = Figure(figsize=(3.4 * ncols + 1.0, height), dpi=DPI)
-        fig.subplots_adjust(left=0.06, right=0.9, bottom=0.55 / height, top=1 - 0.6 / height,
-                            wspace=0.35, hspace=0.6)
+        fig.subplots_adjust(left=0.06, right=0.9, bottom=0.55 / height, top=1 - 0.95 / height,
+                            wspace=0.4, hspace=0.65)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
         norm = _norm(values)
         image = None
@@ -98,7 +100,8 @@ def grid_plots(board, outdir: Path) -> list[Path]:
             ax.set_axis_off()
         if image is not None:
             fig.colorbar(image, ax=list(axes), shrink=0.8, label=name)
-        fig.suptitle(f"{task} [{profile}]: {name}, mean over seeds", fontsize=11)
+        fig.suptitle(f"{task} [{profile}]: {name}, mean over seeds", fontsize=11,
+                     y=1 - 0.2 / height, va="top")
         path = outdir / f"{safe_name('grid', profile, task, name)}.png"
         _save(fig, path)
         paths.append(path)
@@ -137,14 +140,16 @@ def bar_plots(board, outdir: Path) -> list[Path]:
         ax = fig.subplots()
         y = np.arange(len(sel))
         bars = ax.barh(y, means, xerr=err, color=_tier_colors(tiers), ecolor="black", capsize=3)
+        hatched = False
         for bar, r in zip(bars, sel):
             if _opt(r["survivors_only"]):
                 bar.set_hatch("//")
+                hatched = True
         ax.set_yticks(y, labels, fontsize=8)
         ax.invert_yaxis()
         arrow = "lower is better" if sel[0]["direction"] == "lower" else "higher is better"
-        ax.set_xlabel(f"{metric} ({arrow}); bars: mean, whiskers: 95% CI, hatched: survivors only",
-                      fontsize=8)
+        ax.set_xlabel(f"{metric} ({arrow}); bars: mean, whiskers: 95% CI"
+                      + (", hatched: survivors only" if hatched else ""), fontsize=8)
         ax.set_title(f"{task} [{profile}]", fontsize=10)
         path = outdir / f"{safe_name('bars', profile, task, metric)}.png"
         _save(fig, path)
@@ -188,6 +193,51 @@ def normalized_plots(board, outdir: Path) -> list[Path]:
     return paths
 
 
+def _place_labels(fig: Figure, ax, pts: list[tuple[float, float, str]],
+                  fontsize: float = 7.0) -> None:
+    """Name every point without overlaps: each label takes the first free spot among right of
+    its point, left of it, then a row higher or lower, and so on (points count as taken); a
+    label off its point's row is joined to it by a leader line. Sizes are estimated from the
+    font size, in pixels of the fixed-size figure (no renderer needed)."""
+    box = ax.get_window_extent()
+    h = fontsize * DPI / 72 * 1.3
+    char = fontsize * DPI / 72 * 0.6
+    pixels = [tuple(ax.transData.transform((x, y))) for x, y, _ in pts]
+    taken = [(px - 4, px + 4, py - 4, py + 4) for px, py in pixels]
+
+    def free(x0, x1, y0, y1):
+        inside = x0 >= box.x0 and x1 <= box.x1 and y0 >= box.y0 and y1 <= box.y1
+        return inside and not any(x0 < b1 and x1 > b0 and y0 < c1 and y1 > c0
+                                  for b0, b1, c0, c1 in taken)
+
+    order = sorted(range(len(pts)), key=lambda i: (-pixels[i][1], pixels[i][0]))
+    for i in order:
+        (x, y, name), (px, py) = pts[i], pixels[i]
+        w = char * len(name)
+        spot = None
+        for step in range(0, 12):
+            for dy in ((0,) if step == 0 else (step * h, -step * h)):
+                for right in (True, False):
+                    x0 = px + 6 if right else px - 6 - w
+                    if free(x0, x0 + w, py + dy - h / 2, py + dy + h / 2):
+                        spot = (x0, dy, right)
+                        break
+                if spot:
+                    break
+            if spot:
+                break
+        if spot is None:
+            spot = (px + 6, 0.0, True)
+        x0, dy, right = spot
+        taken.append((x0, x0 + w, py + dy - h / 2, py + dy + h / 2))
+        dx = (x0 if right else x0 + w) - px
+        ax.annotate(name, (x, y), xytext=(dx * 72 / DPI, dy * 72 / DPI),
+                    textcoords="offset points", fontsize=fontsize, va="center",
+                    ha="left" if right else "right", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-", color="#888888", linewidth=0.6,
+                                    shrinkA=0, shrinkB=3) if dy else None)
+
+
 def cost_plots(board, outdir: Path) -> list[Path]:
     rows = [r for r in board.rows.to_dict(orient="records")
             if r["track"] == "cost" and r["headline"] and r["n"]]
@@ -202,15 +252,30 @@ def cost_plots(board, outdir: Path) -> list[Path]:
             if not pts:
                 continue
             pts.sort(key=lambda p: p[2])
-            fig = Figure(figsize=(6.5, 4.5), dpi=DPI)
+            fig = Figure(figsize=(7.0, 5.0), dpi=DPI)
             _margins(fig, 6, bottom_in=0.6)
             ax = fig.subplots()
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#1b9e77")
-            for x, y, name in pts:
-                ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            ax.set_xlabel(f"{task}: {metric}")
+            xs = np.array([p[0] for p in pts], dtype=np.float64)
+            ys = np.array([p[1] for p in pts], dtype=np.float64)
+            log = bool(np.all(xs > 0))
+            if log:
+                ax.set_xscale("log")
+                ax.xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+                ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+                lo, hi = float(xs.min()), float(xs.max())
+                span = max(math.log10(hi / lo), 0.3)
+                ax.set_xlim(lo / 10 ** (0.08 * span), hi * 10 ** (0.08 * span))
+            ylo, yhi = float(ys.min()), float(ys.max())
+            pad = max(yhi - ylo, 0.05)
+            ax.set_ylim(ylo - 0.08 * pad, yhi + 0.12 * pad)
+            ax.grid(True, which="both", color="#e5e5e5", linewidth=0.6)
+            ax.set_axisbelow(True)
+            ax.scatter(xs, ys, color="#1b9e77", s=24, zorder=3)
+            _place_labels(fig, ax, pts)
+            ax.set_xlabel(f"{task}: {metric}" + (" (log scale)" if log else ""))
             ax.set_ylabel(f"overall quality score [{profile}]")
-            ax.set_title("cost vs quality", fontsize=10)
+            ax.set_title("cost vs quality: up is better quality, left is cheaper", fontsize=10)
             path = outdir / f"{safe_name('cost', task, metric, profile)}.png"
             _save(fig, path)
             paths.append(path)

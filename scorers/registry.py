@@ -88,7 +88,8 @@ def register_scorer(
         cls.paper = paper
         cls.version = int(version)
         cls.causal_only = causal_only
-        cls.description = description or (inspect.getdoc(cls) or "").split("\n")[0]
+        cls.description = description or " ".join(
+            (inspect.getdoc(cls) or "").split("\n\n")[0].split())
         _REGISTRY[name] = cls
         for alias in aliases:
             _ALIASES[alias] = name

@@ -91,7 +91,8 @@ class PageTables(HTMLParser):
         if tag == "section":
             self._section = a.get("id")
         elif tag == "table":
-            self._table = {"section": self._section, "caption": "", "headers": [], "rows": []}
+            self._table = {"section": self._section, "caption": "", "headers": [], "rows": [],
+                           "header_attrs": [], "attrs": a}
         elif tag == "caption":
             self._in_caption = True
         elif tag == "tr" and self._table is not None:
@@ -113,6 +114,7 @@ class PageTables(HTMLParser):
             cells = self._row["cells"]
             if cells and all(c["tag"] == "th" for c in cells):
                 self._table["headers"] = [c["text"] for c in cells]
+                self._table["header_attrs"] = [c["attrs"] for c in cells]
             else:
                 self._table["rows"].append(self._row)
             self._row = None
@@ -176,3 +178,30 @@ def small_release(base: Path, releases: Path, name: str, finished: str, html: bo
     if html:
         write_site(published.release_dir, {})
     return published.release_dir
+
+
+def add_claims(release_dir: Path) -> list[dict]:
+    """Add a ``claims`` list (the board's claims schema) to a release's results.json and
+    re-render its page (and its siblings'); returns the claims."""
+    import json
+
+    from leaderboard.html import write_site
+
+    path = Path(release_dir) / "results.json"
+    data = json.loads(path.read_text())
+    base = {"source": "paper.pdf §4", "profile": "cpu", "baseline": "softmax",
+            "task": "icl_linear", "metric": "error", "direction": "lower",
+            "test": "paired bootstrap", "n_seeds": 3, "paper": "−3% error"}
+    data["claims"] = [
+        {**base, "id": "ssa-1", "claim": "SSA lowers the error", "scorer": "ssa",
+         "verdict": "supported", "effect": -0.1234, "ci_low": -0.15, "ci_high": -0.1,
+         "p": 0.0004, "detectable": 0.021},
+        {**base, "id": "relu-1", "claim": "ReLU matches softmax", "scorer": "relu",
+         "verdict": "contradicted", "effect": 0.25, "ci_low": 0.2, "ci_high": 0.3, "p": 0.01,
+         "detectable": 0.0205},
+        {**base, "id": f"{XSS}-1", "claim": XSS, "scorer": XSS, "verdict": "not run",
+         "effect": None, "ci_low": None, "ci_high": None, "p": None, "detectable": None},
+    ]
+    path.write_text(json.dumps(data))
+    write_site(release_dir)
+    return data["claims"]

@@ -18,6 +18,7 @@ import pytest
 from html_support import (
     PLUGIN_SCORER,
     XSS,
+    add_claims,
     isolate_registry,
     publish_html,
     write_plugin,
@@ -51,6 +52,7 @@ def site(tmp_path_factory):
         older = write_results(base / "older", finished="2024-12-01T00:00:00.000000+00:00")
         assert publish_html(older, base / "releases", "r0", plugin) == 0
         assert publish_html(write_results(base / "results"), base / "releases", "r1", plugin) == 0
+        add_claims(base / "releases" / "r1")
     server = make_server(base / "releases", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -141,13 +143,14 @@ def test_page_in_chromium(site, browser, tmp_path):
     assert browser.find_element(By.ID, "track-icl").is_displayed()
     assert not browser.find_element(By.ID, "overall").is_displayed()
     assert browser.current_url.endswith("#track-icl")
-    icl_table = "#track-icl table:first-of-type tbody tr"
+    icl_table = "#track-icl > div.scroll:first-of-type table tbody tr"
     assert click_header("track-icl", "scorer") == "ascending"
     icl_scorers = scorers_of(icl_table)
     assert icl_scorers == sorted(icl_scorers, key=str.lower) and len(icl_scorers) == 7
 
-    # Per-row provenance: on hover (title) and expandable.
-    first = rows(icl_table)[0]
+    # Per-row provenance in the per-metric details: on hover (title) and expandable.
+    browser.find_element(By.CSS_SELECTOR, "#track-icl details.detail > summary").click()
+    first = rows("#track-icl details.detail table tbody tr")[0]
     assert first.get_attribute("title") == \
         "date 2025-01-02 · harness 0123456 · hardware Test CPU, 2 cores"
     first.find_element(By.CSS_SELECTOR, "td.prov summary").click()
@@ -157,7 +160,7 @@ def test_page_in_chromium(site, browser, tmp_path):
     box = browser.find_element(By.ID, "scorer-filter")
     box.send_keys("SSA")
     assert browser.find_element(By.ID, "filter-count").text == "1 of 7 scorers match"
-    for table in rows("#track-icl table"):
+    for table in rows("#track-icl > div.scroll table"):
         shown = [r.get_attribute("data-scorer") for r in table.find_elements(By.CSS_SELECTOR,
                                                                              "tbody tr")
                  if r.is_displayed()]
@@ -178,7 +181,8 @@ def test_page_in_chromium(site, browser, tmp_path):
 
     # The release selector opens the older release, whose page lists the newer one.
     Select(browser.find_element(By.ID, "release-select")).select_by_visible_text("r0")
-    WebDriverWait(browser, 30).until(lambda d: d.current_url.endswith("/r0/index.html"))
+    WebDriverWait(browser, 30).until(lambda d: "/r0/index.html" in d.current_url)
+    assert browser.current_url.endswith("/r0/index.html#plots")  # the same tab
     assert browser.title == "scorebench leaderboard: r0"
     options = [o.text for o in Select(browser.find_element(By.ID, "release-select")).options]
     assert options == ["r1", "r0"]
@@ -201,3 +205,103 @@ def test_page_in_chromium(site, browser, tmp_path):
     browser.execute_script("console.error('scorebench console probe')")
     assert any("scorebench console probe" in e["message"] for e in browser.get_log("browser")), \
         "the browser console is not being collected, so errors would go unnoticed"
+
+
+# Decimal places of every number in each numeric column of every table, by column; a column
+# with more than one count is misaligned.
+MISALIGNED = """
+const out = [];
+document.querySelectorAll("table").forEach((table) => {
+  table.querySelectorAll("thead th").forEach((th, j) => {
+    if (th.dataset.type !== "num") return;
+    const places = new Set();
+    table.querySelectorAll("tbody tr").forEach((tr) => {
+      const text = tr.cells[j].textContent;
+      for (const m of text.matchAll(/\\d\\.(\\d+)/g)) places.add(m[1].length);
+    });
+    if (places.size > 1) out.push(`${th.textContent}: ${[...places]}`);
+  });
+});
+return out;
+"""
+PAGE_WIDER_THAN_VIEWPORT = ("return document.documentElement.scrollWidth - "
+                            "document.documentElement.clientWidth")
+
+
+def test_reader_checks(site, browser, tmp_path):
+    """What issue 17 asks of the page: a legend on every tab, aligned decimals, captioned plots
+    that open full size, a release switch that keeps tab and filter and survives Back, and no
+    page-level horizontal scroll at 420 px."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    base, url = site
+    browser.get(url + "/r1/index.html")
+    tabs = [a.get_attribute("href").split("#")[1]
+            for a in browser.find_elements(By.CSS_SELECTOR, "#tabs a")]
+    assert {"overall", "track-icl", "claims", "plots", "scorers", "failures", "releases"} \
+        <= set(tabs)
+    for tab in tabs:
+        browser.find_element(By.CSS_SELECTOR, f"#tabs a[href='#{tab}']").click()
+        legend = browser.find_element(By.CSS_SELECTOR, f"#{tab} > details.legend")
+        assert legend.is_displayed() and legend.get_attribute("open") is not None, tab
+        for th in browser.find_elements(By.CSS_SELECTOR, f"#{tab} thead th"):
+            assert th.get_attribute("title"), (tab, th.get_attribute("textContent"))
+    assert browser.execute_script(MISALIGNED) == []
+
+    # Plots: captions are sentences, not file names; a click opens the plot full size.
+    browser.find_element(By.CSS_SELECTOR, "#tabs a[href='#plots']").click()
+    figures = browser.find_elements(By.CSS_SELECTOR, "#plots figure")
+    assert len(figures) >= 4
+    for figure in figures:
+        stem = figure.find_element(By.TAG_NAME, "img").get_attribute("src").rsplit("/", 1)[1]
+        caption = figure.find_element(By.TAG_NAME, "figcaption").text
+        assert caption and stem.removesuffix(".png") not in caption and "__" not in caption
+        assert " " in caption and caption.endswith(".")
+    figures[0].find_element(By.TAG_NAME, "a").click()
+    viewer = browser.find_element(By.ID, "viewer")
+    assert viewer.is_displayed()
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "const i = document.querySelector('#viewer img'); return i.complete && "
+        "i.naturalWidth > 0 && i.getBoundingClientRect().width === i.naturalWidth"))
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    assert not viewer.is_displayed()
+
+    # The release selector keeps the tab and the filter; Back shows the right release again.
+    browser.find_element(By.CSS_SELECTOR, "#tabs a[href='#track-icl']").click()
+    browser.find_element(By.ID, "scorer-filter").send_keys("ss")
+    assert browser.current_url.endswith("/r1/index.html?filter=ss#track-icl")
+    Select(browser.find_element(By.ID, "release-select")).select_by_visible_text("r0")
+    WebDriverWait(browser, 30).until(lambda d: "/r0/" in d.current_url)
+    assert browser.current_url.endswith("/r0/index.html?filter=ss#track-icl")
+    assert browser.find_element(By.ID, "track-icl").is_displayed()
+    assert browser.find_element(By.ID, "scorer-filter").get_attribute("value") == "ss"
+    assert Select(browser.find_element(By.ID, "release-select")).first_selected_option.text \
+        == "r0"
+    browser.back()
+    WebDriverWait(browser, 30).until(lambda d: "/r1/" in d.current_url)
+    WebDriverWait(browser, 10).until(lambda d: Select(d.find_element(
+        By.ID, "release-select")).first_selected_option.text == "r1")
+    assert browser.find_element(By.ID, "track-icl").is_displayed()
+    assert browser.find_element(By.ID, "scorer-filter").get_attribute("value") == "ss"
+    browser.find_element(By.ID, "scorer-filter").send_keys(Keys.CONTROL, "a", Keys.DELETE)
+
+    # A phone: no page-level horizontal scroll on any tab; wide tables scroll in their own box
+    # with the scorer column in view.
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": 420, "height": 900, "deviceScaleFactor": 1, "mobile": True})
+    browser.get(url + "/r1/index.html#overall")
+    for tab in tabs:
+        browser.find_element(By.CSS_SELECTOR, f"#tabs a[href='#{tab}']").click()
+        assert browser.execute_script(PAGE_WIDER_THAN_VIEWPORT) <= 0, tab
+    browser.find_element(By.CSS_SELECTOR, "#tabs a[href='#overall']").click()
+    box = browser.find_element(By.CSS_SELECTOR, "#overall div.scroll")
+    assert browser.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth",
+                                  box)
+    browser.execute_script("arguments[0].scrollLeft = 400", box)
+    cell = browser.find_element(By.CSS_SELECTOR, "#overall tbody td.scorer")
+    assert browser.execute_script(
+        "const c = arguments[0].getBoundingClientRect(), b = arguments[1]"
+        ".getBoundingClientRect(); return Math.abs(c.left - b.left) < 2", cell, box)
+    browser.save_screenshot(str(tmp_path / "phone.png"))
