@@ -228,8 +228,8 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
               release: str | None = None) -> Reproduction:
     """Aggregate ``results_dir`` as ``release`` (default: the newest release in ``releases_dir``)
     with the method constants its results.json names, and compare with that results.json byte
-    for byte. Writes nothing; renders no plots. A release listed in ``WITHOUT_RECORDS.txt`` is
-    reported and passes."""
+    for byte. Writes nothing; renders no plots. Records from a dirty tree fail it; a release
+    listed in ``WITHOUT_RECORDS.txt`` is reported and passes."""
     if release is None:
         found = list_releases(releases_dir)
         if not found:
@@ -254,8 +254,15 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
                             f"release {release} has no records: {results_dir} does not exist. "
                             "Commit the records behind it, or list a release older than the "
                             f"records in the repository in {WITHOUT_RECORDS_FILE}")
+    loaded = load_records(results_dir)
+    unclean = unclean_records(loaded)
+    if unclean:
+        return Reproduction(release, False,
+                            f"release {release}: {len(unclean)} record(s) in {results_dir} were "
+                            f"not run from a clean, committed tree (e.g. {unclean[0]}); a "
+                            "committed release takes only clean records")
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
-    again = release_board(load_records(results_dir), release, **kwargs).to_json()
+    again = release_board(loaded, release, **kwargs).to_json()
     if again == committed:
         return Reproduction(release, True, f"release {release}: {path} reproduced byte for byte "
                                            f"from {meta.get('n_used', '?')} records in "

@@ -97,6 +97,12 @@ def test_check_reproduces_a_committed_release_byte_for_byte(tmp_path, capsys):
     assert check(records, releases, "--release", "r1") == 1
     assert "differs from a republish" in capsys.readouterr().out
 
+    # A dirty record never belongs to a committed release.
+    write_record(records, make_record("icl_linear", "ssa", 6, {"error": 0.3, "accuracy": 0.7},
+                                      git_dirty=True))
+    assert check(records, releases, "--release", "r1") == 1
+    assert "not run from a clean, committed tree" in capsys.readouterr().out
+
 
 def populate_and_return(root):
     populate(root, {"softmax": 0.0, "ssa": -0.1})
