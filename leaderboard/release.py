@@ -211,8 +211,9 @@ def releases_without_records(releases_dir: str | Path) -> list[str]:
     path = Path(releases_dir) / WITHOUT_RECORDS_FILE
     if not path.is_file():
         return []
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
-    return [line for line in lines if line]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    names = (line.split("#", 1)[0].strip() for line in lines)
+    return [name for name in names if name]
 
 
 @dataclass

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-# The harness version of a record (``provenance.records_version``; a record without it is version 0).
-# Bumped when a change outside every task and scorer (the runner, seeding, evaluation code the
-# tasks share) changes what a cell's record holds. Task and scorer changes bump their own versions,
-# which are part of the cell id. A record older than this is stale: `scorebench run` runs its cell
-# again and a release lists it as superseded, never mixed with newer ones.
+# The harness version of a record (``provenance.records_version``; absent in a record: 0), bumped
+# when a change outside every task and scorer (the runner, seeding, evaluation code the tasks
+# share) changes what a cell's record holds. Task and scorer changes bump their own versions, which
+# are part of the cell id. A record older than this is stale: `scorebench run` runs its cell again
+# and a release lists it as superseded, never mixed with newer ones.
 RECORDS_VERSION = 1
 RECORD_SUFFIXES = (".json", ".json.gz")
 

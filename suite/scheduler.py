@@ -94,10 +94,11 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     stale = 0
     for job in make_jobs(planned, store, time_limit_s):
         record = store.existing(job.cell)
-        if record is not None and not should_rerun(record, rerun) and not stale_reason(record):
+        is_stale = record is not None and stale_reason(record) is not None
+        if record is not None and not should_rerun(record, rerun) and not is_stale:
             summary.resumed.append(record)
         else:
-            stale += record is not None and stale_reason(record) is not None
+            stale += is_stale
             pending.append(job)
     for warning in store.warnings:
         reporter.note(warning)

@@ -119,12 +119,11 @@ def run(args) -> int:
 
     from ..executors import ExecutorError, get_executor_class
     from ..progress import RichReporter, print_summary
+    from ..records import RecordError
     from ..scheduler import run_cells
     from ..store import ResultStore
 
     console = Console()
-    from ..records import RecordError
-
     profile, planned = _plan(args)
     try:
         store = ResultStore(args.results)
