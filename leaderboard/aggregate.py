@@ -4,8 +4,9 @@ every renderer (markdown, plots, HTML) reads a Board, so all of them show the sa
 
 Rules (the release README repeats them):
 
-- Records whose task version is older than the newest seen for that task, or whose scorer version
-  is older than the newest seen for that scorer, are *superseded*: listed, never mixed in.
+- Records whose task version is older than the newest seen for that task, whose scorer version
+  is older than the newest seen for that scorer, or whose harness version (``records_version``)
+  is older than the newest seen, are *superseded*: listed, never mixed in.
 - A row is (profile, task, metric, scorer[kwargs]). Mean, std (ddof=1) and n are over the seeds
   whose cell finished ``ok`` with a non-null value. Cells that diverged / went NaN / errored /
   ran out of memory or time are counted per status in ``failures``; such a row's mean is over the
@@ -189,6 +190,7 @@ class Board:
 def _split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
     newest_task: dict[str, int] = {}
     newest_scorer: dict[str, int] = {}
+    newest_records = max((r.records_version for r in records), default=0)
     for r in records:
         newest_task[r.task] = max(newest_task.get(r.task, r.task_version), r.task_version)
         newest_scorer[r.scorer] = max(newest_scorer.get(r.scorer, r.scorer_version),
@@ -200,6 +202,8 @@ def _split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
             reasons.append(f"task {r.task} v{r.task_version} < v{newest_task[r.task]}")
         if r.scorer_version < newest_scorer[r.scorer]:
             reasons.append(f"scorer {r.scorer} v{r.scorer_version} < v{newest_scorer[r.scorer]}")
+        if r.records_version < newest_records:
+            reasons.append(f"records v{r.records_version} < v{newest_records}")
         if reasons:
             old[(r.task, r.task_version, r.scorer_label, r.scorer_version, r.profile,
                  "; ".join(reasons))] += 1

@@ -41,8 +41,8 @@ METHOD = """\
   headline metrics are normalized (1 = best scorer mean, 0 = worst) and averaged; the score is
   the mean over the tasks the scorer ran (a task where all its cells failed counts 0; tasks it
   cannot run do not count). CI, rank and tier as above, from the same bootstrap replicates.
-- **Superseded** records (older task or scorer version than the newest seen) are listed, not
-  used. Each row's date, harness git sha and hardware come from its records' provenance.
+- **Superseded** records (older task, scorer or harness records version than the newest seen)
+  are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
 """
 
 

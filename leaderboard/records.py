@@ -1,4 +1,5 @@
-"""Reading result records: every ``*.json`` under a results directory, validated against schema 1.
+"""Reading result records: every ``*.json`` and ``*.json.gz`` under a results directory (except its
+``releases/``, where ``scorebench publish`` writes by default), validated against schema 1.
 
 The schema check is the harness's own (``suite.records.validate_record``, standard library only),
 so the leaderboard and the writer agree on what a record is. A record that fails it is reported
@@ -15,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from suite.records import RecordError, validate_record
+from suite.records import (RECORD_SUFFIXES, RecordError, read_record_text, records_version,
+                           validate_record)
 
 TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
+RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
 FAILURE_STATUSES = ("diverged", "nan", "oom", "timeout", "error")
 
 
@@ -53,6 +56,10 @@ class Record:
     grids: dict[str, dict]
     items: dict[str, np.ndarray]
     provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def records_version(self) -> int:
+        return records_version({"provenance": self.provenance})
 
     @property
     def scorer_label(self) -> str:
@@ -180,21 +187,25 @@ class LoadedRecords:
 
 
 def load_records(results_dir: str | Path) -> LoadedRecords:
-    """Every ``*.json`` under ``results_dir`` (recursively, in sorted order; hidden files and
-    directories such as the harness's ``.work/`` excluded), parsed and validated. Paths in records
-    and problems are relative to ``results_dir`` (POSIX separators)."""
+    """Every ``*.json`` and ``*.json.gz`` under ``results_dir`` (recursively, in sorted order;
+    hidden files and directories such as the harness's ``.work/`` excluded, and the top-level
+    ``releases/``), parsed and validated. Paths in records and problems are relative to
+    ``results_dir`` (POSIX separators)."""
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {str(root)!r} does not exist; run "
                                 "`scorebench run` first or pass --results DIR")
     records, problems = [], []
-    for file in sorted(root.rglob("*.json")):
+    for file in sorted(p for suffix in RECORD_SUFFIXES for p in root.rglob(f"*{suffix}")):
         rel = file.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts):
+        parts = Path(rel).parts
+        if any(part.startswith(".") for part in parts):
             continue  # the harness's scratch space (.work/) and temporary files
+        if len(parts) > 1 and parts[0] == RELEASES_SUBDIR:
+            continue
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(read_record_text(file))
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(Problem(rel, f"not readable as JSON: {exc}"))
             continue
         try:

@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import markdown, plots
-from .aggregate import FRAMES, Board, build_board
+from .aggregate import FRAMES, Board, aggregate
+from .records import RELEASES_SUBDIR, LoadedRecords, load_records
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_RELEASES_DIR = Path("leaderboard") / "releases"
 OWNED_FILES = ("README.md", "results.json", "results.csv", "overall.csv")
+# Releases published before their records were committed (listed one per line in this file of
+# the releases directory): the reproduction check names them and passes.
+WITHOUT_RECORDS_FILE = "WITHOUT_RECORDS.txt"
 
 
 class ReleaseError(ValueError):
@@ -140,20 +144,136 @@ def _plot_order(names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: (rank.get(n.split("/")[-1].split("__")[0], 9), n))
 
 
-def publish(results_dir: str | Path = "results", release: str | None = None,
-            releases_dir: str | Path = DEFAULT_RELEASES_DIR,
-            leaderboard_md: str | Path | None = None, **aggregate_kwargs) -> Published:
-    """Aggregate ``results_dir`` into ``<releases_dir>/<release>/`` and refresh LEADERBOARD.md.
-    Without ``release``, the release is named by the date of its newest record."""
-    board = build_board(results_dir, **aggregate_kwargs)
+def is_committed_releases_dir(releases_dir: str | Path) -> bool:
+    """Whether ``releases_dir`` is a repository's ``leaderboard/releases`` (the committed board)."""
+    return Path(os.path.abspath(releases_dir)).parts[-2:] == DEFAULT_RELEASES_DIR.parts
+
+
+def unclean_records(loaded: LoadedRecords) -> list[str]:
+    """``path (sha)`` of every record not run from a clean, committed tree: a dirty checkout, or
+    no git checkout at all (nothing to audit it against)."""
+    out = []
+    for r in loaded.records:
+        if r.provenance.get("git_dirty") is not False or not r.provenance.get("git_sha"):
+            out.append(f"{r.path} ({r.git_sha})")
+    return out
+
+
+def release_board(loaded: LoadedRecords, release: str | None, **aggregate_kwargs) -> Board:
+    """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
+    this). Without ``release``, the release is named by the date of its newest record."""
+    board = aggregate(loaded, **aggregate_kwargs)
     if release is None:
         release = board.meta["date_last"]
         if release == "unknown":
             raise ReleaseError("the records carry no dates to name the release by; pass "
                                "--release NAME")
-    board = board.with_release(check_release_name(release))
-    release_dir = Path(releases_dir) / release
+    return canonical(board.with_release(check_release_name(release)))
+
+
+def publish(results_dir: str | Path = "results", release: str | None = None,
+            releases_dir: str | Path | None = None,
+            leaderboard_md: str | Path | None = None, *, refuse_unclean: bool | None = None,
+            **aggregate_kwargs) -> Published:
+    """Aggregate ``results_dir`` into ``<releases_dir>/<release>/`` and refresh LEADERBOARD.md.
+
+    Without ``releases_dir`` the release goes to ``<results_dir>/releases/`` and the index to
+    ``<results_dir>/LEADERBOARD.md``; with it, the index defaults to
+    :func:`default_leaderboard_md`. ``refuse_unclean`` (default: when ``releases_dir`` is a
+    ``leaderboard/releases``) refuses records from a dirty or unknown git tree."""
+    if releases_dir is None:
+        releases_dir = Path(results_dir) / RELEASES_SUBDIR
+        if leaderboard_md is None:
+            leaderboard_md = Path(results_dir) / "LEADERBOARD.md"
+    if refuse_unclean is None:
+        refuse_unclean = is_committed_releases_dir(releases_dir)
+    loaded = load_records(results_dir)
+    if refuse_unclean:
+        unclean = unclean_records(loaded)
+        if unclean:
+            shown = "\n  ".join(unclean[:10]) + ("\n  ..." if len(unclean) > 10 else "")
+            raise ReleaseError(
+                f"{len(unclean)} record(s) under {results_dir} were not run from a clean, "
+                f"committed tree, and {releases_dir} holds the committed releases:\n  {shown}\n"
+                "Run those cells again from a clean checkout (git stash or commit, then "
+                "`scorebench run --rerun all` on them), publish elsewhere (--out DIR), or pass "
+                "--allow-dirty for a local experiment.")
+    board = release_board(loaded, release, **aggregate_kwargs)
+    release_dir = Path(releases_dir) / board.meta["release"]
     files = write_release(board, release_dir)
     md_path = leaderboard_md if leaderboard_md is not None else default_leaderboard_md(releases_dir)
     written = write_leaderboard_md(releases_dir, md_path)
-    return Published(release_dir, canonical(board), files, written)
+    return Published(release_dir, board, files, written)
+
+
+def releases_without_records(releases_dir: str | Path) -> list[str]:
+    """Names listed in ``<releases_dir>/WITHOUT_RECORDS.txt`` (``#`` starts a comment)."""
+    path = Path(releases_dir) / WITHOUT_RECORDS_FILE
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    names = (line.split("#", 1)[0].strip() for line in lines)
+    return [name for name in names if name]
+
+
+@dataclass
+class Reproduction:
+    """The outcome of republishing a committed release from its records."""
+
+    release: str
+    ok: bool
+    message: str
+
+
+def reproduce(results_dir: str | Path, releases_dir: str | Path,
+              release: str | None = None) -> Reproduction:
+    """Aggregate ``results_dir`` as ``release`` (default: the newest release in ``releases_dir``)
+    with the method constants its results.json names, and compare with that results.json byte
+    for byte. Writes nothing; renders no plots. Records from a dirty tree fail it; a release
+    listed in ``WITHOUT_RECORDS.txt`` is reported and passes."""
+    if release is None:
+        found = list_releases(releases_dir)
+        if not found:
+            raise ReleaseError(f"{releases_dir} holds no release (no */results.json); publish "
+                               "one first or pass --out DIR")
+        release = found[0][0].name
+    path = Path(releases_dir) / check_release_name(release) / "results.json"
+    if release in releases_without_records(releases_dir):
+        return Reproduction(release, True,
+                            f"release {release} was published before its records were "
+                            f"committed ({Path(releases_dir) / WITHOUT_RECORDS_FILE}); nothing "
+                            "to reproduce")
+    try:
+        committed = path.read_text(encoding="utf-8")
+        meta = json.loads(committed)["meta"]
+    except FileNotFoundError:
+        raise ReleaseError(f"{path} does not exist; name a published release") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReleaseError(f"{path}: not a readable leaderboard results.json: {exc}") from None
+    if not Path(results_dir).is_dir():
+        return Reproduction(release, False,
+                            f"release {release} has no records: {results_dir} does not exist. "
+                            "Commit the records behind it, or list a release older than the "
+                            f"records in the repository in {WITHOUT_RECORDS_FILE}")
+    loaded = load_records(results_dir)
+    unclean = unclean_records(loaded)
+    if unclean:
+        return Reproduction(release, False,
+                            f"release {release}: {len(unclean)} record(s) in {results_dir} were "
+                            f"not run from a clean, committed tree (e.g. {unclean[0]}); a "
+                            "committed release takes only clean records")
+    kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
+    again = release_board(loaded, release, **kwargs).to_json()
+    if again == committed:
+        return Reproduction(release, True, f"release {release}: {path} reproduced byte for byte "
+                                           f"from {meta.get('n_used', '?')} records in "
+                                           f"{results_dir}")
+    old, new = committed.splitlines(), again.splitlines()
+    line = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    show = (lambda lines: lines[line].strip()[:200] if line < len(lines) else "<end of file>")
+    return Reproduction(release, False,
+                        f"release {release}: {path} differs from a republish of {results_dir} "
+                        f"({len(old)} vs {len(new)} lines); first difference at line {line + 1}:"
+                        f"\n  committed:   {show(old)}\n  republished: {show(new)}\n"
+                        "The records changed after the release was published, or were not "
+                        "committed with it; publish the release again from the committed records")

@@ -132,13 +132,17 @@ def _split(spec: list[str] | str) -> list[str]:
 
 
 def resolve_tasks(spec: list[str] | str) -> list[str]:
-    """Task names from names or wildcards; an unknown name is a "did you mean" error."""
+    """Task names from names or wildcards; an unknown name is a "did you mean" error. ``*`` alone
+    is every task outside the cost track: cost benches time the machine, so they run alone and
+    by name (``--tasks bench_scorers``), never beside other workers' cells."""
     from tasks import TaskError, get_task_class, list_tasks
 
     names: list[str] = []
     for part in _split(spec):
         if any(c in part for c in "*?["):
             found = list_tasks(part)
+            if part == "*":
+                found = [n for n in found if get_task_class(n).track != "cost"]
             if not found:
                 raise TaskError(f"no task matches {part!r}; `scorebench ls tasks` lists them")
         else:

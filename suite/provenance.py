@@ -12,8 +12,13 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from .records import RECORDS_VERSION
+
 PACKAGES = ("scorebench", "torch", "numpy", "entmax", "scipy", "tokenizers", "safetensors")
 HARNESS_DIR = Path(__file__).resolve().parent.parent
+# What the board writes into the checkout (records, releases, the index page): outputs of cells,
+# not inputs, so uncommitted ones do not make the harness dirty.
+BOARD_PATHS = ("leaderboard/records", "leaderboard/releases", "LEADERBOARD.md")
 
 
 def utc_now() -> str:
@@ -23,7 +28,8 @@ def utc_now() -> str:
 
 @functools.lru_cache(maxsize=None)
 def git_state(directory: Path = HARNESS_DIR) -> tuple[str | None, bool | None]:
-    """(sha, dirty) of the git checkout holding the harness, or (None, None) outside one."""
+    """(sha, dirty) of the git checkout holding the harness, or (None, None) outside one; dirty
+    means uncommitted changes outside ``BOARD_PATHS``."""
     def git(*args):
         return subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
                               text=True, timeout=30)
@@ -35,7 +41,7 @@ def git_state(directory: Path = HARNESS_DIR) -> tuple[str | None, bool | None]:
         sha = git("rev-parse", "HEAD")
         if sha.returncode != 0:
             return None, None
-        status = git("status", "--porcelain")
+        status = git("status", "--porcelain", "--", ".", *(f":(exclude){p}" for p in BOARD_PATHS))
         return sha.stdout.strip(), bool(status.stdout.strip()) if status.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
         return None, None
@@ -123,6 +129,7 @@ def provenance(*, device: str, dtype: str, wall_time_s: float, peak_mb: float | 
     sha, dirty = git_state()
     return {
         "git_sha": sha, "git_dirty": dirty, "harness_version": harness_version(),
+        "records_version": RECORDS_VERSION,
         "packages": package_versions(), "device": device,
         "hardware": hardware_name or hardware(device),
         "host": socket.gethostname(), "dtype": dtype, "threads": _torch_threads(),

@@ -4,12 +4,21 @@ This module is pure standard library (no torch), so the leaderboard can validate
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# The harness version of a record (``provenance.records_version``; absent in a record: 0), bumped
+# when a change outside every task and scorer (the runner, seeding, evaluation code the tasks
+# share) changes what a cell's record holds. Task and scorer changes bump their own versions, which
+# are part of the cell id. A record older than this is stale: `scorebench run` runs its cell again
+# and a release lists it as superseded, never mixed with newer ones.
+RECORDS_VERSION = 1
+RECORD_SUFFIXES = (".json", ".json.gz")
 
 STATUSES = ("ok", "diverged", "nan", "oom", "timeout", "error", "skipped")
 # Outcomes of the harness or the machine, not of the cell's numerics: `--rerun failed` reruns these
@@ -183,3 +192,41 @@ def validate_record(record: Any) -> dict:
 def dumps(record: dict) -> str:
     """The record as indented JSON (keys in schema order); refuses NaN/inf."""
     return json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def dumps_compact(record: dict) -> str:
+    """The record as one line of JSON (keys in schema order); refuses NaN/inf."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def gzip_bytes(text: str) -> bytes:
+    """``text`` gzipped with no timestamp or file name: the same text gives the same bytes."""
+    return gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+
+
+def read_record_text(path: str | Path) -> str:
+    """The JSON text of a record file, ``.json`` or gzipped ``.json.gz``."""
+    path = Path(path)
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8")
+
+
+def is_record_file(path: str | Path) -> bool:
+    return Path(path).name.endswith(RECORD_SUFFIXES)
+
+
+def records_version(record: dict) -> int:
+    """The harness version a record was written by (0 when it predates the key)."""
+    value = record.get("provenance", {}).get("records_version", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def stale_reason(record: dict) -> str | None:
+    """Why ``record`` is older than this harness, or None when it is current."""
+    version = records_version(record)
+    if version < RECORDS_VERSION:
+        return (f"records version {version} < {RECORDS_VERSION} (written by an older harness; "
+                f"RECORDS_VERSION in suite/records.py)")
+    return None

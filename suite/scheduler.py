@@ -1,6 +1,7 @@
 """The loop between planned cells, the result store and an executor.
 
-For each cell: skip it when its record exists (unless ``rerun`` says otherwise), claim it, hand it
+For each cell: skip it when its record exists (unless ``rerun`` says otherwise, or the record is
+stale: written by an older harness, ``suite.records.RECORDS_VERSION``), claim it, hand it
 to the executor, write the record it returns, release the claim. Only this loop writes records, so
 whatever engine runs the cells, a record on disk is complete and a killed run loses only the cells
 in flight.
@@ -15,7 +16,7 @@ from typing import Protocol
 
 from .cells import PlannedCell
 from .executors import Event, Executor
-from .records import FAILED_STATUSES
+from .records import FAILED_STATUSES, RECORDS_VERSION, stale_reason
 from .runner import CellJob, run_cell
 from .store import ResultStore
 
@@ -90,14 +91,20 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     t0, run_started = time.perf_counter(), time.time()
     summary = RunSummary()
     pending: deque[CellJob] = deque()
+    stale = 0
     for job in make_jobs(planned, store, time_limit_s):
         record = store.existing(job.cell)
-        if record is not None and not should_rerun(record, rerun):
+        is_stale = record is not None and stale_reason(record) is not None
+        if record is not None and not should_rerun(record, rerun) and not is_stale:
             summary.resumed.append(record)
         else:
+            stale += is_stale
             pending.append(job)
     for warning in store.warnings:
         reporter.note(warning)
+    if stale:
+        reporter.note(f"{stale} record(s) older than the harness (records version < "
+                      f"{RECORDS_VERSION}) run again")
     reporter.planned(len(pending), len(summary.resumed))
 
     def done_meanwhile(job: CellJob) -> dict | None:
@@ -106,7 +113,8 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
         if record is None:
             return None
         fresh = Path(store.path_of(job.cell)).stat().st_mtime >= run_started
-        return record if fresh or not should_rerun(record, rerun) else None
+        keep = not should_rerun(record, rerun) and not stale_reason(record)
+        return record if fresh or keep else None
 
     def save(job: CellJob, record: dict, claim) -> None:
         store.write(record)

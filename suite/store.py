@@ -1,4 +1,6 @@
-"""The result store: one JSON record per cell under ``<root>/<task>/<scorer>/<cell_id>.json``.
+"""The result store: one JSON record per cell under ``<root>/<task>/<scorer>/<cell_id>.json``, or
+gzipped compact JSON ``<cell_id>.json.gz`` in a directory whose ``.store.json`` says
+``{"compression": "gzip"}`` (the committed ``leaderboard/records``). Both forms are read anywhere.
 
 Writes are atomic (a temporary file in the same directory, fsync, ``os.replace``), so a reader sees
 either no record or a complete one, whatever kills the writer. A run claims a cell before running it
@@ -21,13 +23,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .records import RecordError, dumps, validate_record
+from .records import (RECORD_SUFFIXES, RecordError, dumps, dumps_compact, gzip_bytes,
+                      read_record_text, validate_record)
 
 STALE_AFTER_S = 600.0   # a claim from another host with no heartbeat for this long is stale
 HEARTBEAT_S = 60.0
 UNREADABLE_GRACE_S = 30.0  # an empty claim (writer killed between create and write) after this
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+\-]*$")
 CELL_ID = re.compile(r"^[0-9a-f]{16}$")
+STORE_FILE = ".store.json"
+COMPRESSIONS = ("none", "gzip")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -39,13 +44,14 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that ``path`` is never seen partly written."""
+def atomic_write_text(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` so that ``path`` is never seen partly written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -91,6 +97,24 @@ def pid_alive(pid: int, start: str | None = None) -> bool:
     return True
 
 
+def store_compression(root: str | Path) -> str:
+    """How records are written under ``root``: ``gzip`` when its ``.store.json`` says so, else
+    ``none`` (indented JSON)."""
+    path = Path(root) / STORE_FILE
+    if not path.exists():
+        return "none"
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        compression = settings.get("compression", "none")
+    except (OSError, ValueError, AttributeError) as e:
+        raise RecordError(f"{path}: not a JSON object like {{\"compression\": \"gzip\"}}: "
+                          f"{e}") from None
+    if compression not in COMPRESSIONS:
+        raise RecordError(f"{path}: compression {compression!r} is not one of "
+                          f"{list(COMPRESSIONS)}")
+    return compression
+
+
 @dataclass(frozen=True)
 class Claim:
     path: Path
@@ -102,6 +126,8 @@ class ResultStore:
 
     def __init__(self, root: str | Path, run_id: str | None = None):
         self.root = Path(root)
+        self.compression = store_compression(self.root)
+        self.suffix = ".json.gz" if self.compression == "gzip" else ".json"
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.host = socket.gethostname()
         self.warnings: list[str] = []
@@ -118,18 +144,32 @@ class ResultStore:
                                   f"digits and _ . + -")
         if not CELL_ID.match(cell_id):
             raise RecordError(f"cell_id {cell_id!r} is not 16 lowercase hex digits")
-        return self.root / task / scorer / f"{cell_id}.json"
+        return self.root / task / scorer / f"{cell_id}{self.suffix}"
+
+    def _forms(self, path: Path) -> list[Path]:
+        """The record's file in this store's form first, then in the other."""
+        stem = path.name[:-len(self.suffix)]
+        return [path, *(path.with_name(stem + s) for s in RECORD_SUFFIXES if s != self.suffix)]
 
     def path_of(self, cell) -> Path:
-        return self.record_path(cell.task, cell.scorer, cell.id)
+        """The cell's record file: the one that exists, else where it will be written."""
+        path = self.record_path(cell.task, cell.scorer, cell.id)
+        return next((p for p in self._forms(path) if p.exists()), path)
 
     # ----- records
     def write(self, record: dict) -> Path:
-        """Validate and atomically write ``record``; return its path."""
+        """Validate and atomically write ``record``; return its path. A record of the cell in
+        the other form (``.json`` / ``.json.gz``) is removed, so a cell has one file."""
         validate_record(record)
         cell = record["cell"]
         path = self.record_path(cell["task"], cell["scorer"], record["cell_id"])
-        atomic_write_text(path, dumps(record))
+        if self.compression == "gzip":
+            atomic_write_text(path, gzip_bytes(dumps_compact(record)))
+        else:
+            atomic_write_text(path, dumps(record))
+        for other in self._forms(path)[1:]:
+            with contextlib.suppress(FileNotFoundError):
+                other.unlink()
         return path
 
     @staticmethod
@@ -137,8 +177,8 @@ class ResultStore:
         """Read and validate one record; a bad file raises :class:`RecordError` naming it."""
         path = Path(path)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            record = json.loads(read_record_text(path))
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise RecordError(f"{path}: cannot read the record: {e}") from None
         try:
             return validate_record(record)
@@ -158,7 +198,8 @@ class ResultStore:
 
     def records(self):
         """Every valid record under the root, as (path, record); bad files go to ``warnings``."""
-        for path in sorted(self.root.glob("*/*/*.json")):
+        for path in sorted(p for suffix in RECORD_SUFFIXES
+                           for p in self.root.glob(f"*/*/*{suffix}")):
             try:
                 yield path, self.load(path)
             except RecordError as e:
@@ -168,7 +209,8 @@ class ResultStore:
         """The record whose id is ``cell_id`` or starts with it (a unique prefix is enough)."""
         if not re.fullmatch(r"[0-9a-f]{1,16}", cell_id):
             raise RecordError(f"{cell_id!r} is not a cell id (16 hex digits, or a prefix of one)")
-        matches = sorted(self.root.glob(f"*/*/{cell_id}*.json"))
+        matches = sorted(p for suffix in RECORD_SUFFIXES
+                         for p in self.root.glob(f"*/*/{cell_id}*{suffix}"))
         if not matches:
             raise RecordError(f"no record with cell id {cell_id!r} under {self.root}; "
                               f"pass --results DIR if the results are elsewhere")
@@ -196,7 +238,7 @@ class ResultStore:
         claim = Claim(path, owner)
         with self._lock:
             self._held[path] = claim
-        for tmp in path.parent.glob(f".{path.stem}.json.*.tmp"):
+        for tmp in path.parent.glob(f".{path.stem}.json*.tmp"):
             with contextlib.suppress(OSError):
                 tmp.unlink()  # left by a writer that was killed mid-write
         return claim
@@ -223,7 +265,7 @@ class ResultStore:
 
     def claim(self, cell) -> Claim | None:
         """Claim ``cell`` for this run; None if another live run holds it."""
-        path = self.path_of(cell).with_suffix(".claim")
+        path = self.root / cell.task / cell.scorer / f"{cell.id}.claim"
         path.parent.mkdir(parents=True, exist_ok=True)
         claim = self._create(path)
         if claim is not None or self.holder(path) is not None:

@@ -8,16 +8,28 @@ def register(sub, common):
         description="Aggregate every record under the results directory into "
                     "<out>/<release>/ (README.md, results.json, results.csv, overall.csv, plots/; "
                     "with --html also index.html) and refresh LEADERBOARD.md. Publishing the "
-                    "same records twice gives byte-identical files.")
+                    "same records twice gives byte-identical files. The committed board: "
+                    "scorebench publish --results leaderboard/records --release NAME "
+                    "--out leaderboard/releases --leaderboard LEADERBOARD.md --html")
     p.add_argument("--results", default="results", metavar="DIR",
                    help="results directory (default ./results)")
     p.add_argument("--release", metavar="NAME",
-                   help="release name (default: the date of the newest record, YYYY-MM-DD)")
-    p.add_argument("--out", default="leaderboard/releases", metavar="DIR",
-                   help="releases directory (default leaderboard/releases)")
+                   help="release name (default: the date of the newest record, YYYY-MM-DD; "
+                        "with --check, the newest release in --out)")
+    p.add_argument("--out", metavar="DIR",
+                   help="releases directory (default <results>/releases); a "
+                        "leaderboard/releases directory takes only records from a clean tree")
     p.add_argument("--leaderboard", metavar="FILE",
-                   help="the LEADERBOARD.md to refresh (default: beside the releases "
-                        "directory's parent, i.e. ./LEADERBOARD.md for the default --out)")
+                   help="the LEADERBOARD.md to refresh (default <results>/LEADERBOARD.md, or "
+                        "with --out beside its parent: ./LEADERBOARD.md for "
+                        "--out leaderboard/releases)")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="let records run from a dirty or unknown git tree into a "
+                        "leaderboard/releases directory (local experiments only)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing: republish --release (default the newest in --out) from "
+                        "--results in memory and compare with its committed results.json byte "
+                        "for byte; exit 1 if they differ")
     p.add_argument("--baseline", default="softmax", metavar="SCORER",
                    help="the scorer every other one is compared with (default softmax)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
@@ -32,6 +44,8 @@ def register(sub, common):
 def run(args) -> int:
     from leaderboard.release import ReleaseError, publish
 
+    if args.check:
+        return check(args)
     kwargs = {"baseline": args.baseline}
     if args.bootstrap is not None:
         if args.bootstrap < 100:
@@ -39,7 +53,8 @@ def run(args) -> int:
                              "give 100 or more (default 4000)")
         kwargs["n_boot"] = args.bootstrap
     try:
-        published = publish(args.results, args.release, args.out, args.leaderboard, **kwargs)
+        published = publish(args.results, args.release, args.out, args.leaderboard,
+                            refuse_unclean=False if args.allow_dirty else None, **kwargs)
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench publish: {exc}") from None
     report(published)
@@ -54,6 +69,22 @@ def run(args) -> int:
         for page in pages:
             print(f"wrote {page}")
     return 0
+
+
+def check(args) -> int:
+    """``--check``: the release's results.json against a republish of its records."""
+    from pathlib import Path
+
+    from leaderboard.records import RELEASES_SUBDIR
+    from leaderboard.release import ReleaseError, reproduce
+
+    out = args.out if args.out is not None else Path(args.results) / RELEASES_SUBDIR
+    try:
+        outcome = reproduce(args.results, out, args.release)
+    except ReleaseError as exc:
+        raise SystemExit(f"scorebench publish --check: {exc}") from None
+    print(outcome.message)
+    return 0 if outcome.ok else 1
 
 
 def scorer_metadata(names) -> dict:

@@ -94,6 +94,7 @@ def _plan(args):
 def _dry_run(console, planned, store, rerun) -> int:
     from rich.table import Table
 
+    from ..records import stale_reason
     from ..scheduler import should_rerun
 
     table = Table(title=f"{len(planned)} cells", show_edge=False)
@@ -103,6 +104,8 @@ def _dry_run(console, planned, store, rerun) -> int:
         record = store.existing(p.cell)
         if record is None:
             would = "skip (" + p.skip_reason + ")" if p.skip_reason else "run"
+        elif stale_reason(record):
+            would = f"run again (stale: {stale_reason(record).split(' (')[0]})"
         else:
             would = (f"run again (has {record['status']})" if should_rerun(record, rerun)
                      else f"keep ({record['status']})")
@@ -116,12 +119,16 @@ def run(args) -> int:
 
     from ..executors import ExecutorError, get_executor_class
     from ..progress import RichReporter, print_summary
+    from ..records import RecordError
     from ..scheduler import run_cells
     from ..store import ResultStore
 
     console = Console()
     profile, planned = _plan(args)
-    store = ResultStore(args.results)
+    try:
+        store = ResultStore(args.results)
+    except RecordError as e:
+        raise SystemExit(f"scorebench run: {e}") from None
     if args.dry_run:
         return _dry_run(console, planned, store, args.rerun)
     console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
