@@ -6,7 +6,11 @@ Per cell, in this order:
    version and config (the resolved config, so the same sizes) on the same device class (the
    ``hardware`` string of a record's provenance: CPU model and core count, or the GPU's name);
    the records of the cell's scorer when there are some, else those of every scorer.
-2. **calibration**: when no such record exists, the task's config runs once with the softmax
+2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
+   expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
+   without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
+   hours and say nothing about the night on the GPU).
+3. **calibration**: otherwise the task's config runs once with the softmax
    scorer at two short training lengths ``s`` and ``2s`` (``s`` = 5% of the steps, at most 50)
    and the cost is extrapolated to the full length ``S`` as
 
@@ -141,7 +145,7 @@ def _timed_run(cell: Cell, device: str) -> float:
 def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              hardware_name: str | None = None,
              calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
-             ) -> list[TaskEstimate]:
+             declared: dict | None = None) -> list[TaskEstimate]:
     """Per task (in first-seen order), the cells to run and their expected total seconds."""
     hw = hardware_name or device_class(device)
     times = record_times(records, hw)
@@ -162,6 +166,11 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                 total += sum(statistics.median(known.get(_scorer_label(c)) or pooled)
                              for c in members)
                 sources.append(f"records ({len(pooled)} on {hw})")
+                continue
+            per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
+            if per_cell is not None:
+                total += per_cell * len(members)
+                sources.append(f"profile's estimate for {declared['device']}, not measured here")
                 continue
             try:
                 seconds, how = calibrator(members[0], device)

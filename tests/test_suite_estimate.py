@@ -62,6 +62,19 @@ def test_without_records_the_task_is_calibrated_once_per_config():
     assert len(calls) == 3
 
 
+def test_a_profile_estimate_stands_in_where_there_are_no_records():
+    declared = {"device": "1x H100 (assumed)", "seconds_per_cell": {"icl_linear": 36.0}}
+    records = [timed("softmax", 0, 10.0, task="saturation_probe", config={"rows": 8})]
+    ests = estimate([cell("softmax", 0), cell("ssa", 0),
+                     cell("softmax", 1, task="saturation_probe", config={"rows": 8})],
+                    records, "cpu", hardware_name=HW, calibrator=no_calibration,
+                    declared=declared)
+    assert [(e.task, e.seconds) for e in ests] == [("icl_linear", 72.0),
+                                                   ("saturation_probe", 10.0)]
+    assert "1x H100 (assumed), not measured here" in ests[0].source
+    assert ests[1].source.startswith("records")
+
+
 def test_a_failed_calibration_is_reported_not_raised():
     def broken(c, device):
         raise RuntimeError("calibration run of icl_linear ended oom")

@@ -93,7 +93,8 @@ def _plan(args):
     return profile, planned
 
 
-def _dry_run(console, planned, store, rerun, workers: int = 1) -> int:
+def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | None = None
+             ) -> int:
     from rich.table import Table
 
     from ..scheduler import should_rerun
@@ -113,11 +114,11 @@ def _dry_run(console, planned, store, rerun, workers: int = 1) -> int:
         if would.startswith("run"):
             to_run.append(p.cell)
     console.print(table)
-    print_estimate(console, to_run, store, workers)
+    print_estimate(console, to_run, store, workers, declared)
     return 0
 
 
-def print_estimate(console, cells, store, workers: int = 1) -> None:
+def print_estimate(console, cells, store, workers: int = 1, declared: dict | None = None) -> None:
     """Per task: cells to run, expected time per cell and in total on this device, and whence
     (:mod:`suite.estimate`)."""
     from rich.table import Table
@@ -131,7 +132,8 @@ def print_estimate(console, cells, store, workers: int = 1) -> None:
         console.print("no cell to run")
         return
     console.print(f"estimating on {hw} ({device}) ...")
-    rows = estimate(cells, (r for _, r in store.records()), device, hardware_name=hw)
+    rows = estimate(cells, (r for _, r in store.records()), device, hardware_name=hw,
+                    declared=None if device.startswith("cuda") else declared)
     table = Table(title=f"expected time on {hw}", show_edge=False)
     for c in ("task", "cells", "per cell", "total", "from"):
         table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
@@ -160,7 +162,7 @@ def run(args) -> int:
     profile, planned = _plan(args)
     store = ResultStore(args.results)
     if args.dry_run:
-        return _dry_run(console, planned, store, args.rerun, args.workers)
+        return _dry_run(console, planned, store, args.rerun, args.workers, profile.estimate)
     console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
                   f"{len(planned)} cells, {args.workers} worker(s), executor {args.executor}")
     try:
