@@ -99,33 +99,65 @@ def steps_of(config: dict) -> tuple[str, int] | None:
 def extrapolate(steps: int, short: int, t_short: float, t_double: float) -> float:
     """t(steps) from runs of ``short`` and ``2·short`` steps (module docstring); a slope <= 0 (the
     training steps cost less than the timing noise) gives the slower of the two runs."""
+    fixed, slope = _line(short, t_short, t_double)
+    return fixed + slope * steps
+
+
+def _line(short: int, t_short: float, t_double: float) -> tuple[float, float]:
+    """(fixed, per step) through t(short) and t(2·short); (slower run, 0) when the slope is <= 0."""
     slope = (t_double - t_short) / short
     if slope <= 0:
-        return max(t_short, t_double)
-    return max(t_short - slope * short, 0.0) + slope * steps
+        return max(t_short, t_double), 0.0
+    return max(t_short - slope * short, 0.0), slope
+
+
+@dataclass
+class Fit:
+    """``t(steps) = fixed + per_step · steps`` of one config, and how it was measured."""
+
+    fixed: float
+    per_step: float
+    steps_key: str | None
+    steps: int
+    how: str
+
+    @property
+    def seconds(self) -> float:
+        return self.fixed + self.per_step * self.steps
+
+
+def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | None = None,
+        scorer: str = "softmax", full: bool = False) -> Fit:
+    """Time ``cell``'s config with ``scorer`` (module docstring): two short lengths, or one full
+    cell when ``full`` or when the task has no step count."""
+    run = run or _timed_run
+    base = replace(cell, scorer=scorer, scorer_kwargs={}, seed=0)
+    config = dict(base.config)
+    found = steps_of(config)
+    if full or found is None or found[1] <= 0:
+        seconds = run(base, device)
+        return Fit(seconds, 0.0, found and found[0], found[1] if found else 0,
+                   f"calibration: one full {scorer} cell")
+    if "curriculum_end" in config and "curriculum_start" in config:
+        config["curriculum_start"] = config["curriculum_end"]
+    key, steps = found
+    short = max(1, min(CALIBRATION_MAX_STEPS, int(steps * CALIBRATION_FRACTION)))
+    if 2 * short >= steps:
+        return Fit(run(replace(base, config=config), device), 0.0, key, steps,
+                   f"calibration: one full {scorer} cell")
+    first = run(replace(base, config={**config, key: short}), device)
+    t2 = run(replace(base, config={**config, key: 2 * short}), device)
+    t1 = min(first, run(replace(base, config={**config, key: short}), device))
+    fixed, slope = _line(short, t1, t2)
+    return Fit(fixed, slope, key, steps,
+               f"calibration: {scorer} at {short} and {2 * short} of {steps} {key}")
 
 
 def calibrate(cell: Cell, device: str, *,
               run: Callable[[Cell, str], float] | None = None) -> tuple[float, str]:
     """Seconds one cell of ``cell``'s task config takes on ``device``, and how it was found."""
-    run = run or _timed_run
-    base = replace(cell, scorer="softmax", scorer_kwargs={}, seed=0)
-    config = dict(base.config)
-    if "curriculum_end" in config and "curriculum_start" in config:
-        config["curriculum_start"] = config["curriculum_end"]
-    found = steps_of(config)
-    if found is None or found[1] <= 0:
-        seconds = run(replace(base, config=config), device)
-        return seconds, "calibration: one full softmax cell"
-    key, steps = found
-    short = max(1, min(CALIBRATION_MAX_STEPS, int(steps * CALIBRATION_FRACTION)))
-    if 2 * short >= steps:
-        return run(replace(base, config=config), device), "calibration: one full softmax cell"
-    first = run(replace(base, config={**config, key: short}), device)
-    t2 = run(replace(base, config={**config, key: 2 * short}), device)
-    t1 = min(first, run(replace(base, config={**config, key: short}), device))
-    return (extrapolate(steps, short, t1, t2),
-            f"calibration: softmax at {short} and {2 * short} of {steps} {key}")
+    result = fit(cell, device, run=run)
+    return result.seconds, result.how
 
 
 def _timed_run(cell: Cell, device: str) -> float:

@@ -130,3 +130,21 @@ def test_dry_run_prints_the_estimate_from_records(tmp_path, capsys, monkeypatch)
     assert text.count("keep (ok)") == 3
     assert f"records (3 on {HW})" in text
     assert "100 s" in text  # seeds 3 and 4 to run, median 50 s each
+
+
+def test_progress_line_names_done_failed_left_and_the_expected_finish():
+    from suite.progress import Tally
+
+    t = [1_700_000_000.0]  # 2023-11-14 22:13:20 UTC
+    tally = Tally(clock=lambda: t[0])
+    tally.start(10)
+    assert tally.line().endswith("10 left; expected finish unknown")
+    for failed in (False, True):
+        t[0] += 60.0
+        tally.finished(failed)
+    # 2 cells in 120 s: 8 left take 480 s more
+    assert tally.line() == ("progress: 2/10 cells done, 1 failed, 8 left; expected finish "
+                            "2023-11-14 22:23 UTC (in 0:08:00)")
+    for _ in range(8):
+        tally.finished(False)
+    assert tally.line().endswith("10/10 cells done, 1 failed, 0 left; finished")

@@ -16,7 +16,7 @@ def register(sub, common):
                     "metric moved beyond its seed noise in the worse direction, or when a "
                     "(task, scorer) has more failed cells than before.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
-                   help="a shipped profile (smoke, cpu, paper; default cpu) or a TOML file")
+                   help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run; default: the profile's")
     p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run; default: the profile's")
     p.add_argument("--seeds", type=_seeds, metavar="N|a,b|a-b",

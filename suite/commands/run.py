@@ -45,7 +45,7 @@ def register(sub, common):
         description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
                     "and write one JSON record per cell under the results directory.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
-                   help="a shipped profile (smoke, cpu, paper; default cpu) or a TOML file")
+                   help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
                                                   "the profile's")
     p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run (names, aliases or "
