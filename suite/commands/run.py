@@ -134,7 +134,7 @@ def print_estimate(console, cells, store, workers: int = 1, declared: dict | Non
     console.print(f"estimating on {hw} ({device}) ...")
     rows = estimate(cells, (r for _, r in store.records()), device, hardware_name=hw,
                     declared=None if device.startswith("cuda") else declared)
-    table = Table(title=f"expected time on {hw}", show_edge=False)
+    table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
     for c in ("task", "cells", "per cell", "total", "from"):
         table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
     for r in rows:
