@@ -16,7 +16,13 @@ Per cell, in this order:
 
        t(S) = a + b·S,    b = (t(2s) - t(s)) / s,    a = t(s) - b·s
 
-   (``a``: setup and evaluation, ``b``: seconds per training step); a task without a step count
+   (``a``: setup and evaluation, ``b``: seconds per training step). The line is fitted on the
+   runs' process CPU time, which the load of other jobs on a shared machine barely moves, and
+   converted to wall time by the ratio Σ wall / Σ CPU time of the calibration runs (on a
+   machine whose load changes between two runs, a fit on wall times can make the per-step
+   cost of a 50-step difference off by 10x). ``t(s)`` is the faster of two runs, one before and
+   one after the ``2s`` run, so one-time costs of the first run in a process (imports,
+   allocator, kernel selection) do not bend the line. A task without a step count
    (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Other scorers are assumed to cost
    what softmax costs.
@@ -31,7 +37,7 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .cells import Cell
 
@@ -126,30 +132,42 @@ class Fit:
         return self.fixed + self.per_step * self.steps
 
 
-def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | None = None,
+def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = None,
         scorer: str = "softmax", full: bool = False) -> Fit:
     """Time ``cell``'s config with ``scorer`` (module docstring): two short lengths, or one full
-    cell when ``full`` or when the task has no step count."""
-    run = run or _timed_run
+    cell when ``full`` or when the task has no step count. ``run(cell, device)`` returns the wall
+    seconds, or (wall, CPU) seconds."""
+    walls: list[float] = []
+    cpus: list[float] = []
+
+    def timed(c: Cell) -> float:
+        out = (run or _timed_run)(c, device)
+        wall, cpu = out if isinstance(out, tuple) else (out, out)
+        walls.append(wall)
+        cpus.append(cpu)
+        return cpu
+
     base = replace(cell, scorer=scorer, scorer_kwargs={}, seed=0)
     config = dict(base.config)
     found = steps_of(config)
     if full or found is None or found[1] <= 0:
-        seconds = run(base, device)
-        return Fit(seconds, 0.0, found and found[0], found[1] if found else 0,
+        timed(base)
+        return Fit(walls[0], 0.0, found and found[0], found[1] if found else 0,
                    f"calibration: one full {scorer} cell")
     if "curriculum_end" in config and "curriculum_start" in config:
         config["curriculum_start"] = config["curriculum_end"]
     key, steps = found
     short = max(1, min(CALIBRATION_MAX_STEPS, int(steps * CALIBRATION_FRACTION)))
     if 2 * short >= steps:
-        return Fit(run(replace(base, config=config), device), 0.0, key, steps,
+        timed(replace(base, config=config))
+        return Fit(walls[0], 0.0, key, steps,
                    f"calibration: one full {scorer} cell")
-    first = run(replace(base, config={**config, key: short}), device)
-    t2 = run(replace(base, config={**config, key: 2 * short}), device)
-    t1 = min(first, run(replace(base, config={**config, key: short}), device))
+    first = timed(replace(base, config={**config, key: short}))
+    t2 = timed(replace(base, config={**config, key: 2 * short}))
+    t1 = min(first, timed(replace(base, config={**config, key: short})))
     fixed, slope = _line(short, t1, t2)
-    return Fit(fixed, slope, key, steps,
+    wall_per_cpu = sum(walls) / sum(cpus) if sum(cpus) > 0 else 1.0
+    return Fit(fixed * wall_per_cpu, slope * wall_per_cpu, key, steps,
                f"calibration: {scorer} at {short} and {2 * short} of {steps} {key}")
 
 
@@ -160,14 +178,14 @@ def calibrate(cell: Cell, device: str, *,
     return result.seconds, result.how
 
 
-def _timed_run(cell: Cell, device: str) -> float:
-    """Wall seconds of one run of ``cell`` (its record is not kept)."""
+def _timed_run(cell: Cell, device: str) -> tuple[float, float]:
+    """Wall and process CPU seconds of one run of ``cell`` (its record is not kept)."""
     from .runner import CellJob, run_cell
 
     with tempfile.TemporaryDirectory(prefix="scorebench-calibrate-") as work:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         record = run_cell(CellJob(cell, workdir=work), device=device)
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0, time.process_time() - c0
     if record["status"] != OK:
         raise RuntimeError(f"calibration run of {cell.task} ended {record['status']}: "
                            f"{record['message'][-300:]}")

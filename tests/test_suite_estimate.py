@@ -148,3 +148,23 @@ def test_progress_line_names_done_failed_left_and_the_expected_finish():
     for _ in range(8):
         tally.finished(False)
     assert tally.line().endswith("10/10 cells done, 1 failed, 0 left; finished")
+
+
+def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
+    from suite.estimate import fit
+
+    calls = []
+
+    def run(c, device):
+        cpu = 2.0 + 0.01 * c.config["train_steps"]
+        calls.append(cpu)
+        # the load triples the wall time of the 2s run only: a wall-time fit would find a slope
+        # of (3 x 3 - 2.5) / 50 = 0.13 s per step instead of 0.01
+        wall = cpu * (3.0 if len(calls) == 2 else 1.0)
+        return wall, cpu
+
+    result = fit(cell(config={"train_steps": 1000}), "cpu", run=run)
+    ratio = (2.5 + 9.0 + 2.5) / (2.5 + 3.0 + 2.5)
+    assert result.per_step == pytest.approx(0.01 * ratio)
+    assert result.fixed == pytest.approx(2.0 * ratio)
+    assert result.seconds == pytest.approx(12.0 * ratio)
