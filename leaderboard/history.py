@@ -1,6 +1,8 @@
 """Comparing two releases: which metrics moved beyond their seed noise.
 
-Rule, for each row (profile, task, metric, scorer) present in both releases with values:
+Rule, for each row (profile, task, metric, scorer) of the current release, against the newest
+earlier release that has the row with a value (so a row absent or empty for some nights is still
+compared with its last known value, and the report names that release):
 
     Δ = mean_now - mean_before,    se = sqrt(std_before² / n_before + std_now² / n_now)
 
@@ -9,13 +11,16 @@ rtol = 1e-4; the relative floor keeps bit-level jitter of deterministic metrics,
 from counting). A move in the metric's worse direction is a **regression**, in its better
 direction an **improvement**. Rows with fewer than two seeds on either side have no std: they are
 *untested* unless their mean is unchanged. More failed cells (diverged, nan, oom, timeout, error,
-null metric) for a (task, scorer) than before is also a regression. A row present only before is
-*missing*, only now *new*; both are listed but are not regressions.
+null metric) for a (task, scorer) than the newest earlier release that has the pair is also a
+regression. A row of the previous release that the current one lacks is *missing* and is an alert
+(a hole is never silent); a row absent now and already absent from the previous release is listed
+as *still missing* (it alerted the night it vanished); a row seen in no earlier release is *new*.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import pandas as pd
 from tabulate import tabulate
@@ -38,6 +43,7 @@ class Comparison:
     failure_changes: list[dict] = field(default_factory=list)
     new: list[tuple] = field(default_factory=list)
     missing: list[tuple] = field(default_factory=list)
+    still_missing: list[tuple] = field(default_factory=list)
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -54,6 +60,11 @@ class Comparison:
     @property
     def has_regression(self) -> bool:
         return len(self.regressions) > 0 or bool(self.failure_regressions)
+
+    @property
+    def has_alert(self) -> bool:
+        """A regression, or a row that vanished since the previous release."""
+        return self.has_regression or bool(self.missing)
 
 
 def _missing(x) -> bool:
@@ -86,14 +97,38 @@ def classify(before: dict, now: dict, z: float = Z_THRESHOLD, rtol: float = RELA
     return out
 
 
-def compare(previous: Board, current: Board, z: float = Z_THRESHOLD,
+def _keyed(board: Board) -> dict[tuple, dict]:
+    return {tuple(r[k] for k in KEY): r for r in board.rows.to_dict(orient="records")}
+
+
+def compare(previous: Board | Sequence[Board], current: Board, z: float = Z_THRESHOLD,
             rtol: float = RELATIVE_FLOOR) -> Comparison:
-    before = {tuple(r[k] for k in KEY): r for r in previous.rows.to_dict(orient="records")}
-    now = {tuple(r[k] for k in KEY): r for r in current.rows.to_dict(orient="records")}
+    """``previous``: the earlier release, or the earlier releases oldest first (the last one is
+    the previous release; older ones supply rows it lacks)."""
+    history = [previous] if isinstance(previous, Board) else list(previous)
+    if not history:
+        raise ValueError("compare: give at least one earlier release")
+    named = [(b.meta.get("release", "?"), _keyed(b)) for b in history]
+    last_name, last = named[-1]
+    now = _keyed(current)
+
+    def newest_with(key, has) -> tuple[str, dict] | None:
+        for name, rows in reversed(named):
+            if key in rows and has(rows[key]):
+                return name, rows[key]
+        return None
+
     rows = []
-    for key in sorted(set(before) & set(now)):
-        b, c = before[key], now[key]
-        notes = []
+    matched: dict[tuple, tuple[str, dict]] = {}
+    for key in sorted(now):
+        found = (newest_with(key, lambda r: not _missing(r["mean"]))
+                 or newest_with(key, lambda r: True))
+        if found is None:
+            continue
+        name, b = found
+        matched[key] = found
+        c = now[key]
+        notes = [] if name == last_name else [f"vs {name} (absent or empty in {last_name})"]
         if b["task_version"] != c["task_version"]:
             notes.append(f"task v{b['task_version']} -> v{c['task_version']}")
         if b["scorer_version"] != c["scorer_version"]:
@@ -101,24 +136,32 @@ def compare(previous: Board, current: Board, z: float = Z_THRESHOLD,
         if b["n"] != c["n"]:
             notes.append(f"n {b['n']} -> {c['n']}")
         rows.append({**dict(zip(KEY, key)), "direction": c["direction"], "headline": c["headline"],
-                     **classify(b, c, z, rtol), "note": "; ".join(notes)})
-    columns = [*KEY, "direction", "headline", "before", "now", "delta", "se", "z", "status", "note"]
+                     "against": name, **classify(b, c, z, rtol), "note": "; ".join(notes)})
+    columns = [*KEY, "direction", "headline", "against", "before", "now", "delta", "se", "z",
+               "status", "note"]
     failures = []
     seen = set()
-    for key in sorted(set(before) & set(now)):
+    for key in sorted(now):
         cell = (key[0], key[1], key[3])
         if cell in seen:
             continue
         seen.add(cell)
-        b = before[key]["n_failed"] + before[key]["n_null"]
+        found = newest_with(key, lambda r: True)
+        if found is None:
+            continue
+        name, before_row = found
+        b = before_row["n_failed"] + before_row["n_null"]
         c = now[key]["n_failed"] + now[key]["n_null"]
         if b != c:
             failures.append({"profile": key[0], "task": key[1], "scorer": key[3], "before": int(b),
-                             "now": int(c), "failures_before": before[key]["failures"],
+                             "now": int(c), "against": name,
+                             "failures_before": before_row["failures"],
                              "failures_now": now[key]["failures"]})
-    return Comparison(previous.meta.get("release", "?"), current.meta.get("release", "?"), z, rtol,
+    earlier = set().union(*(rows_ for _, rows_ in named))
+    return Comparison(last_name, current.meta.get("release", "?"), z, rtol,
                       pd.DataFrame(rows, columns=columns), failures,
-                      new=sorted(set(now) - set(before)), missing=sorted(set(before) - set(now)))
+                      new=sorted(set(now) - earlier), missing=sorted(set(last) - set(now)),
+                      still_missing=sorted(earlier - set(last) - set(now)))
 
 
 def _rows_table(frame: pd.DataFrame) -> str:
@@ -134,19 +177,26 @@ def report(comparison: Comparison) -> str:
     """The regression report as markdown."""
     c = comparison
     status = c.rows["status"].value_counts().to_dict() if len(c.rows) else {}
+    verdict = ("REGRESSION" if c.has_regression else "ROWS MISSING" if c.missing
+               else "No regression")
     lines = [f"# Regression report: {c.current} vs {c.previous}", "",
-             f"**{'REGRESSION' if c.has_regression else 'No regression'}**: "
+             f"**{verdict}**: "
              f"{len(c.regressions)} metric(s) worse beyond seed noise, "
              f"{len(c.failure_regressions)} (task, scorer) with more failed cells, "
              f"{len(c.improvements)} improvement(s); "
              f"{status.get('within noise', 0)} within noise, {status.get('unchanged', 0)} "
              f"unchanged, {status.get('untested', 0)} untested (fewer than two seeds), "
-             f"{len(c.new)} new and {len(c.missing)} missing row(s).", "",
+             f"{len(c.new)} new, {len(c.missing)} missing (alert) and {len(c.still_missing)} "
+             f"still missing row(s).", "",
              f"Rule: Δ = mean now - mean before, se = sqrt(std_before²/n_before + std_now²/n_now); "
              f"a row moved when |Δ| > max({c.z:g}·se, {c.rtol:g}·max(|before|, |now|)). Worse "
              f"in the metric's declared direction = regression. More failed cells for a (task, "
-             f"scorer) = regression.", ""]
-    lines += ["## Regressions", "", _rows_table(c.regressions) if len(c.regressions) else "None.",
+             f"scorer) = regression. Each row is compared with the newest earlier release that "
+             f"has it; a row of {c.previous} that is gone now is an alert.", ""]
+    lines += ["## Rows missing (alert)", ""]
+    lines += ([f"- missing: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.missing] if c.missing
+              else ["None."])
+    lines += ["", "## Regressions", "", _rows_table(c.regressions) if len(c.regressions) else "None.",
               ""]
     lines += ["## More failed cells", ""]
     if c.failure_regressions:
@@ -159,10 +209,10 @@ def report(comparison: Comparison) -> str:
         lines.append("None.")
     lines += ["", "## Improvements", "",
               _rows_table(c.improvements) if len(c.improvements) else "None.", ""]
-    if c.new or c.missing:
-        lines += ["## Rows added or gone", ""]
+    if c.new or c.still_missing:
+        lines += ["## Rows added or gone earlier", ""]
         lines += [f"- new: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.new]
-        lines += [f"- missing: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.missing]
+        lines += [f"- still missing: {k[1]} [{k[0]}] {k[2]} {k[3]}" for k in c.still_missing]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -8,10 +8,11 @@ Steps (``nightly(args)``):
    scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes through.
 2. ``publish`` the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
    ``--html`` also its ``index.html``.
-3. Compare with the newest earlier ``nightly-*`` release and write ``REGRESSIONS.md`` in the new
-   release (rule: :mod:`leaderboard.history`).
+3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
+   ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.history`).
 
-Exit status: 0, or 1 when the report has a regression, so that a scheduler can alert.
+Exit status: 0, or 1 when the report has a regression or a row of the previous nightly is gone,
+so that a scheduler can alert.
 """
 from __future__ import annotations
 
@@ -33,11 +34,16 @@ def release_name(date: str | None = None) -> str:
     return NIGHTLY_PREFIX + date
 
 
+def earlier_nightlies(releases_dir: str | Path, current: str) -> list[Path]:
+    """The nightly releases older than ``current`` that have a results.json, oldest first."""
+    root = Path(releases_dir)
+    return sorted(p.parent for p in root.glob(f"{NIGHTLY_PREFIX}*/results.json")
+                  if NIGHTLY_NAME.match(p.parent.name) and p.parent.name < current)
+
+
 def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
     """The newest nightly release older than ``current`` that has a results.json."""
-    root = Path(releases_dir)
-    earlier = sorted(p.parent for p in root.glob(f"{NIGHTLY_PREFIX}*/results.json")
-                     if NIGHTLY_NAME.match(p.parent.name) and p.parent.name < current)
+    earlier = earlier_nightlies(releases_dir, current)
     return earlier[-1] if earlier else None
 
 
@@ -88,19 +94,24 @@ def nightly(args) -> int:
     print_published(published)
     if args.html:
         write_html(published)
-    previous = previous_nightly(args.releases, release)
+    earlier = earlier_nightlies(args.releases, release)
+    previous = earlier[-1] if earlier else None
     report_path = published.release_dir / "REGRESSIONS.md"
     if previous is None:
         report_path.write_text(history.first_report(release), encoding="utf-8", newline="\n")
         print(f"no earlier nightly release under {args.releases}; wrote {report_path}")
         return 0
     try:
-        before = load_release(previous)
+        before = [load_release(path) for path in earlier]
     except ReleaseError as exc:
         raise SystemExit(f"scorebench nightly: {exc}") from None
     comparison = history.compare(before, published.board, z=z, rtol=rtol)
     report_path.write_text(history.report(comparison), encoding="utf-8", newline="\n")
-    verdict = "REGRESSION" if comparison.has_regression else "no regression"
+    verdict = ("REGRESSION" if comparison.has_regression else "ROWS MISSING" if comparison.missing
+               else "no regression")
     print(f"{release} vs {previous.name}: {verdict} ({len(comparison.regressions)} metric(s), "
-          f"{len(comparison.failure_regressions)} failure increase(s)); report: {report_path}")
-    return 1 if comparison.has_regression else 0
+          f"{len(comparison.failure_regressions)} failure increase(s), "
+          f"{len(comparison.missing)} row(s) missing); report: {report_path}")
+    for key in comparison.missing:
+        print(f"  MISSING since {previous.name}: {key[1]} [{key[0]}] {key[2]} {key[3]}")
+    return 1 if comparison.has_alert else 0

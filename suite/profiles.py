@@ -14,6 +14,9 @@ A profile file holds::
     n_layer = 2
     [scorer_kwargs.ssa]          # keyword arguments of a scorer, for every cell that runs it
     ...
+    [estimate]                   # optional: the expected seconds per cell on the profile's device,
+    device = "1x H100 (assumed)" # shown by a dry run on another device when no record has them
+    seconds_per_cell = {icl_linear = 36.0}
 
 A user's file extends ``cpu`` unless it says otherwise (``extends = ""`` starts from nothing) and
 may override any key; tables merge key by key, everything else is replaced. An unknown key
@@ -35,7 +38,8 @@ else:
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu"
 
-TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs")
+TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate")
+ESTIMATE_KEYS = ("device", "seconds_per_cell")
 RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s")
 REQUIRED_RUN_KEYS = ("tasks", "scorers", "seeds")
 
@@ -62,6 +66,7 @@ class Profile:
     task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     scorer_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
+    estimate: dict[str, Any] = field(default_factory=dict)
 
     def origin(self, dotted_key: str) -> str:
         return self.origins.get(dotted_key, self.files[-1])
@@ -214,4 +219,19 @@ def load_profile(spec: str | Path | None = None) -> Profile:
         task_overrides=merged.get("tasks", {}),
         scorer_kwargs=merged.get("scorer_kwargs", {}),
         origins=origins,
+        estimate=_estimate(merged.get("estimate", {}), origins.get("estimate.device", where)),
     )
+
+
+def _estimate(table: dict, where: str) -> dict[str, Any]:
+    """``[estimate]``: ``device`` (text) and ``seconds_per_cell`` (task -> seconds > 0)."""
+    if not table:
+        return {}
+    unknown = sorted(set(table) - set(ESTIMATE_KEYS))
+    seconds = table.get("seconds_per_cell", {})
+    if unknown or not isinstance(table.get("device"), str) or not isinstance(seconds, dict) or \
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                    for v in seconds.values()):
+        raise ProfileError(f"{where}: [estimate] takes device = \"text\" and seconds_per_cell = "
+                           f"{{task = seconds > 0, ...}}; got {table!r}")
+    return {"device": table["device"], "seconds_per_cell": dict(seconds)}

@@ -1,7 +1,10 @@
-"""What ``scorebench run`` shows: a progress bar with ETA, one line per finished cell, a summary."""
+"""What ``scorebench run`` shows: a progress bar with ETA, one line per finished cell (with the
+cells done, failed and left and the expected finish time, readable in a plain log), a summary."""
 from __future__ import annotations
 
+import time
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 from rich.markup import escape
@@ -30,6 +33,7 @@ class RichReporter:
             console=self.console, transient=True)
         self.overall: TaskID | None = None
         self.rows: dict[str, TaskID] = {}
+        self.tally = Tally()
 
     def __enter__(self):
         self.progress.start()
@@ -43,6 +47,8 @@ class RichReporter:
             self.console.print(f"{resumed} cell(s) already have a record and are skipped "
                                f"(--rerun failed|all runs them again)")
         self.overall = self.progress.add_task("[bold]cells", total=to_run)
+        self.tally.start(to_run)
+        self.console.print(f"{to_run} cell(s) to run; started {self.tally.clock(time.time())}")
 
     def event(self, event: Event) -> None:
         if isinstance(event, Started):
@@ -64,9 +70,47 @@ class RichReporter:
         self.console.print(
             f"[{STYLE.get(status, 'white')}]{status:>8}[/] {escape(job.cell.label)} "
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
+        self.tally.finished(status in FAILED_STATUSES)
+        self.console.print(f"[dim]{self.tally.line()}[/]")
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{escape(text)}")
+
+
+class Tally:
+    """Cells done, failed and left, and the expected finish: now + left x (elapsed / done), the
+    run's own throughput so far (so it accounts for the workers running at once)."""
+
+    def __init__(self, clock=time.time):
+        self.now = clock
+        self.total = self.done = self.failed = 0
+        self.t0 = 0.0
+
+    def start(self, total: int) -> None:
+        self.total, self.done, self.failed, self.t0 = total, 0, 0, self.now()
+
+    def finished(self, failed: bool) -> None:
+        self.done += 1
+        self.failed += int(failed)
+
+    @staticmethod
+    def clock(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    def eta(self) -> float | None:
+        if not self.done:
+            return None
+        now = self.now()
+        return now + (self.total - self.done) * (now - self.t0) / self.done
+
+    def line(self) -> str:
+        left = max(self.total - self.done, 0)
+        eta = self.eta()
+        when = "finished" if not left else (
+            f"expected finish {self.clock(eta)} (in {timedelta(seconds=round(eta - self.now()))})"
+            if eta is not None else "expected finish unknown")
+        return (f"progress: {self.done}/{self.total} cells done, {self.failed} failed, "
+                f"{left} left; {when}")
 
 
 def print_summary(console: Console, summary: RunSummary, results: str) -> None:

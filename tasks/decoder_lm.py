@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from .base import Metric, RunContext, Task, TaskResult, TrainingFailure, micro_batches
-from .data import corpora
+from .data import corpora, fineweb
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
 from .lmeval.benchmarks import BENCHMARKS
@@ -52,7 +52,7 @@ TRAIN_FIELDS = ("corpus", "vocab_size", *MODEL_FIELDS, "steps", "batch_size", "l
 @dataclass
 class DecoderLMConfig:
     # data and tokenizer
-    corpus: str = "nltk_mix"              # nltk_mix | tinyshakespeare
+    corpus: str = "nltk_mix"              # nltk_mix | tinyshakespeare | fineweb_edu
     vocab_size: int = 8192
     # model (defaults: a small CPU model; the paper profile sets the 114M configuration)
     n_layer: int = 4
@@ -93,9 +93,9 @@ class DecoderLMConfig:
     eval_batch_tokens: int = 8192
 
     def __post_init__(self):
-        if self.corpus not in corpora.TRAINING_CORPORA:
+        if self.corpus not in (*corpora.TRAINING_CORPORA, fineweb.NAME):
             raise TaskError(f"decoder_lm: corpus={self.corpus!r} is unknown; use one of "
-                            f"{', '.join(corpora.TRAINING_CORPORA)}")
+                            f"{', '.join((*corpora.TRAINING_CORPORA, fineweb.NAME))}")
         if self.ppl_protocol not in PROTOCOLS:
             raise TaskError(f"decoder_lm: ppl_protocol={self.ppl_protocol!r} is unknown; use one "
                             f"of {', '.join(PROTOCOLS)}")
@@ -255,7 +255,8 @@ class DecoderLM(Task):
         device = ctx.device
         autocast = bool(cfg.bf16 and device.type == "cuda")
         t0 = time.perf_counter()
-        data = training_data(cfg.corpus, cfg.vocab_size)
+        data = training_data(cfg.corpus, cfg.vocab_size,
+                             max_train_tokens=cfg.steps * cfg.batch_size * cfg.max_len)
         tok = data.tokenizer
         data_seconds = time.perf_counter() - t0
         model_cfg = cfg.model_config(tok.vocab_size, scorer, scorer_kwargs)

@@ -45,7 +45,7 @@ def test_config_validation_names_the_bad_key_or_value():
         task.config({"ppl_protocol": "strided"})
     with pytest.raises(TaskError, match="corpus"):
         task.config({"corpus": "fineweb"})
-    for name in ("smoke", "cpu", "paper"):
+    for name in ("smoke", "cpu", "gpu", "paper"):
         section = tomllib.loads((PROFILE_DIR / f"{name}.toml").read_text())["tasks"]["decoder_lm"]
         task.config(section)
     assert {m.direction for n, m in task.metrics.items() if "perplexity" in n} == {"lower"}

@@ -11,6 +11,7 @@ import pytest
 
 from leaderboard import history
 from leaderboard.aggregate import build_board
+from leaderboard.release import load_release
 from leaderboard_fakes import make_record, write_record
 from suite import cli
 from suite.nightly import previous_nightly, release_name
@@ -127,6 +128,59 @@ def test_nightly_command_exit_status(tmp_path, capsys):
     assert "**REGRESSION**" in report and "scorer v1 -> v2" in report
     assert "REGRESSION" in capsys.readouterr().out
     assert (tmp_path / "LEADERBOARD.md").read_text().count("nightly-2025-01-0") >= 3
+
+
+
+def test_vanished_rows_exit_non_zero_and_are_named(tmp_path, capsys):
+    """Night 2 loses ssa's records (e.g. rejected by the validator): an alert, not 'missing'."""
+    releases = tmp_path / "lb" / "releases"
+    night1, night2 = tmp_path / "r1", tmp_path / "r2"
+    write_results(night1, BASE)
+    write_results(night2, {"softmax": BASE["softmax"]})
+    common = ["nightly", "--skip-run", "--releases", str(releases)]
+    assert cli.main([*common, "--results", str(night1), "--date", "2025-01-01"]) == 0
+    assert cli.main([*common, "--results", str(night2), "--date", "2025-01-02"]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING since nightly-2025-01-01: icl_linear [cpu] error ssa" in out
+    report = (releases / "nightly-2025-01-02" / "REGRESSIONS.md").read_text()
+    assert "**ROWS MISSING**" in report
+    assert "- missing: icl_linear [cpu] error ssa" in report
+    assert "- missing: icl_linear [cpu] accuracy ssa" in report
+
+
+def test_regression_after_a_gap_is_caught_against_the_last_release_with_the_row(tmp_path,
+                                                                                capsys):
+    """Nights 1, 2 have ssa; night 3 lacks it; night 4's ssa is 0.08 worse than night 2's."""
+    releases = tmp_path / "lb" / "releases"
+    nights = {1: BASE, 2: BASE, 3: {"softmax": BASE["softmax"]},
+              4: {"softmax": BASE["softmax"], "ssa": [v + 0.08 for v in BASE["ssa"]]}}
+    codes = {}
+    for night, table in nights.items():
+        results = write_results(tmp_path / f"r{night}", table)
+        codes[night] = cli.main(["nightly", "--skip-run", "--releases", str(releases),
+                                 "--results", str(results), "--date", f"2025-01-0{night}"])
+    assert codes == {1: 0, 2: 0, 3: 1, 4: 1}
+    report = (releases / "nightly-2025-01-04" / "REGRESSIONS.md").read_text()
+    assert "**REGRESSION**" in report
+    assert "vs nightly-2025-01-02 (absent or empty in nightly-2025-01-03)" in report
+    boards = [load_release(releases / f"nightly-2025-01-0{n}") for n in (1, 2, 3)]
+    comparison = history.compare(boards, load_release(releases / "nightly-2025-01-04"))
+    reg = comparison.regressions.to_dict(orient="records")
+    assert {(r["scorer"], r["metric"], r["against"]) for r in reg} == {
+        ("ssa", "error", "nightly-2025-01-02"), ("ssa", "accuracy", "nightly-2025-01-02")}
+    expected_se = math.sqrt(2 * pd_std(BASE["ssa"]) ** 2 / 4)
+    err = next(r for r in reg if r["metric"] == "error")
+    assert err["delta"] == pytest.approx(0.08) and err["se"] == pytest.approx(expected_se)
+    assert comparison.new == [] and comparison.missing == []
+    # comparing with night 3 alone (the old rule) would have called these rows new
+    assert len(history.compare(boards[-1], load_release(
+        releases / "nightly-2025-01-04")).new) == 2
+
+
+def pd_std(values) -> float:
+    """Sample standard deviation (ddof 1), the board's std."""
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 PLUGIN = textwrap.dedent('''

@@ -16,7 +16,7 @@ def register(sub, common):
                     "metric moved beyond its seed noise in the worse direction, or when a "
                     "(task, scorer) has more failed cells than before.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
-                   help="a shipped profile (smoke, cpu, paper; default cpu) or a TOML file")
+                   help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run; default: the profile's")
     p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run; default: the profile's")
     p.add_argument("--seeds", type=_seeds, metavar="N|a,b|a-b",
@@ -47,16 +47,21 @@ def register(sub, common):
                         "leaderboard.history.RELATIVE_FLOOR)")
     p.add_argument("--html", action="store_true",
                    help="also write the release's index.html (as `scorebench publish --html`)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the cells the run would run and their expected time, and stop")
     p.add_argument("--skip-run", action="store_true",
                    help="publish and compare only; run no cell")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
             add(p)
-    p.set_defaults(func=run, fail_fast=False, dry_run=False)
+    p.set_defaults(func=run, fail_fast=False)
 
 
 def run(args) -> int:
     from ..nightly import nightly
+    from . import run as run_command
 
+    if args.dry_run:
+        return run_command.run(args)
     return nightly(args)

@@ -45,7 +45,7 @@ def register(sub, common):
         description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
                     "and write one JSON record per cell under the results directory.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
-                   help="a shipped profile (smoke, cpu, paper; default cpu) or a TOML file")
+                   help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
                                                   "the profile's")
     p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run (names, aliases or "
@@ -65,7 +65,9 @@ def register(sub, common):
     p.add_argument("--executor", default="local", choices=list_executors(),
                    help="the engine that runs the cells (default local)")
     p.add_argument("--dry-run", action="store_true",
-                   help="list the cells and whether they would run, and stop")
+                   help="list the cells and whether they would run, estimate the time of "
+                        "those that would (from records of the same config on this device "
+                        "class, else a short calibration run), and stop")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
@@ -91,12 +93,14 @@ def _plan(args):
     return profile, planned
 
 
-def _dry_run(console, planned, store, rerun) -> int:
+def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | None = None
+             ) -> int:
     from rich.table import Table
 
     from ..records import stale_reason
     from ..scheduler import should_rerun
 
+    to_run = []
     table = Table(title=f"{len(planned)} cells", show_edge=False)
     for c in ("cell", "task", "scorer", "seed", "would"):
         table.add_column(c)
@@ -110,8 +114,43 @@ def _dry_run(console, planned, store, rerun) -> int:
             would = (f"run again (has {record['status']})" if should_rerun(record, rerun)
                      else f"keep ({record['status']})")
         table.add_row(p.cell.id, p.cell.task, p.cell.scorer, str(p.cell.seed), would)
+        if would.startswith("run"):
+            to_run.append(p.cell)
     console.print(table)
+    print_estimate(console, to_run, store, workers, declared)
     return 0
+
+
+def print_estimate(console, cells, store, workers: int = 1, declared: dict | None = None) -> None:
+    """Per task: cells to run, expected time per cell and in total on this device, and whence
+    (:mod:`suite.estimate`)."""
+    from rich.table import Table
+
+    from ..estimate import device_class, duration, estimate
+    from ..runner import default_device
+
+    device = default_device()
+    hw = device_class(device)
+    if not cells:
+        console.print("no cell to run")
+        return
+    console.print(f"estimating on {hw} ({device}) ...")
+    rows = estimate(cells, (r for _, r in store.records()), device, hardware_name=hw,
+                    declared=None if device.startswith("cuda") else declared)
+    table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
+    for c in ("task", "cells", "per cell", "total", "from"):
+        table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
+    for r in rows:
+        table.add_row(r.task, str(r.cells), duration(r.per_cell), duration(r.seconds), r.source)
+    known = [r.seconds for r in rows if r.seconds is not None]
+    total = sum(known)
+    table.add_row("[bold]all", str(sum(r.cells for r in rows)), "",
+                  f"[bold]{duration(total)}", "" if len(known) == len(rows)
+                  else "tasks without an estimate left out")
+    console.print(table)
+    console.print(f"total {duration(total)} of cell time ({total:.0f} s)"
+                  + (f"; about {duration(total / workers)} wall with {workers} workers"
+                     if workers > 1 else ""))
 
 
 def run(args) -> int:
@@ -130,7 +169,7 @@ def run(args) -> int:
     except RecordError as e:
         raise SystemExit(f"scorebench run: {e}") from None
     if args.dry_run:
-        return _dry_run(console, planned, store, args.rerun)
+        return _dry_run(console, planned, store, args.rerun, args.workers, profile.estimate)
     console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
                   f"{len(planned)} cells, {args.workers} worker(s), executor {args.executor}")
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache, corpora
+from . import cache, corpora, fineweb
 from .bpe import TextTokenizer, cached_bpe
 
 TOKENS_VERSION = 1
@@ -60,8 +60,14 @@ def _load_documents(directory: Path, name: str, label: str) -> TokenizedDocument
                               arrays[f"{name}.words"], arrays[f"{name}.bytes"])
 
 
-def training_data(corpus: str, vocab_size: int) -> TrainingData:
-    """Tokenizer + tokenized splits of ``corpus`` (``nltk_mix`` or ``tinyshakespeare``)."""
+def training_data(corpus: str, vocab_size: int, max_train_tokens: int | None = None
+                  ) -> TrainingData:
+    """Tokenizer + tokenized splits of ``corpus`` (``nltk_mix``, ``tinyshakespeare``, or
+    ``fineweb_edu``, prepared up to ``max_train_tokens`` training tokens: :mod:`.fineweb`)."""
+    if corpus == fineweb.NAME:
+        if max_train_tokens is None:
+            raise ValueError("fineweb_edu: give max_train_tokens (the tokens the run processes)")
+        return fineweb.training_data(vocab_size, max_train_tokens)
     if corpus not in corpora.TRAINING_CORPORA:
         raise ValueError(f"unknown training corpus {corpus!r}; "
                          f"known: {', '.join(corpora.TRAINING_CORPORA)}")

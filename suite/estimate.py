@@ -1,0 +1,244 @@
+"""How long the cells of a run will take on this device, before running them.
+
+Per cell, in this order:
+
+1. **records**: the median ``wall_time_s`` of existing ``ok`` records with the same task, task
+   version and config (the resolved config, so the same sizes) on the same device class (the
+   ``hardware`` string of a record's provenance: CPU model and core count, or the GPU's name);
+   the records of the cell's scorer when there are some, else those of every scorer.
+2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
+   expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
+   without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
+   hours and say nothing about the night on the GPU).
+3. **calibration**: otherwise the task's config runs once with the softmax
+   scorer at two short training lengths ``s`` and ``2s`` (``s`` = 5% of the steps, at most 50)
+   and the cost is extrapolated to the full length ``S`` as
+
+       t(S) = a + b·S,    b = (t(2s) - t(s)) / s,    a = t(s) - b·s
+
+   (``a``: setup and evaluation, ``b``: seconds per training step). The line is fitted on the
+   runs' process CPU time, which the load of other jobs on a shared machine barely moves, and
+   converted to wall time by the ratio Σ wall / Σ CPU time of the calibration runs (on a
+   machine whose load changes between two runs, a fit on wall times can make the per-step
+   cost of a 50-step difference off by 10x). ``t(s)`` is the faster of two runs, one before and
+   one after the ``2s`` run, so one-time costs of the first run in a process (imports,
+   allocator, kernel selection) do not bend the line. A task without a step count
+   (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
+   calibration, so the estimate is an upper bound for them. Other scorers are assumed to cost
+   what softmax costs.
+
+The total of a task is the sum over its cells; with ``w`` workers the wall time is about
+total / w (cells are independent).
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable
+
+from .cells import Cell
+
+STEP_KEYS = ("train_steps", "max_steps", "steps")
+CALIBRATION_FRACTION = 0.05
+CALIBRATION_MAX_STEPS = 50
+OK = "ok"
+
+
+@dataclass
+class TaskEstimate:
+    task: str
+    cells: int
+    seconds: float | None       # total over the cells; None: no estimate
+    source: str                 # "records (n)", "calibration (...)", or why there is none
+
+    @property
+    def per_cell(self) -> float | None:
+        return None if self.seconds is None or not self.cells else self.seconds / self.cells
+
+
+def device_class(device: str) -> str:
+    """The class records are matched on: :func:`suite.provenance.hardware` of ``device``."""
+    from .provenance import hardware
+
+    return hardware(device)
+
+
+def _config_key(task: str, task_version: int, config: dict) -> tuple:
+    from .records import canonical_json
+
+    return task, int(task_version), canonical_json(config)
+
+
+def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[float]]]:
+    """(task, version, config) -> scorer label -> wall times of ``ok`` records on ``device``."""
+    times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        prov = r.get("provenance") or {}
+        if r.get("status") != OK or prov.get("hardware") != device:
+            continue
+        wall = prov.get("wall_time_s")
+        if not isinstance(wall, (int, float)) or wall < 0:
+            continue
+        cell = r["cell"]
+        times[_config_key(cell["task"], cell["task_version"], cell["config"])][
+            _scorer_label(cell)].append(float(wall))
+    return times
+
+
+def _scorer_label(cell) -> str:
+    get = cell.get if isinstance(cell, dict) else lambda k: getattr(cell, k)
+    kwargs = get("scorer_kwargs") or {}
+    return get("scorer") + "".join(f",{k}={kwargs[k]}" for k in sorted(kwargs))
+
+
+def steps_of(config: dict) -> tuple[str, int] | None:
+    """The training-length key of a task config and its value, if the task trains."""
+    for key in STEP_KEYS:
+        if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
+            return key, int(config[key])
+    return None
+
+
+def extrapolate(steps: int, short: int, t_short: float, t_double: float) -> float:
+    """t(steps) from runs of ``short`` and ``2·short`` steps (module docstring); a slope <= 0 (the
+    training steps cost less than the timing noise) gives the slower of the two runs."""
+    fixed, slope = _line(short, t_short, t_double)
+    return fixed + slope * steps
+
+
+def _line(short: int, t_short: float, t_double: float) -> tuple[float, float]:
+    """(fixed, per step) through t(short) and t(2·short); (slower run, 0) when the slope is <= 0."""
+    slope = (t_double - t_short) / short
+    if slope <= 0:
+        return max(t_short, t_double), 0.0
+    return max(t_short - slope * short, 0.0), slope
+
+
+@dataclass
+class Fit:
+    """``t(steps) = fixed + per_step · steps`` of one config, and how it was measured."""
+
+    fixed: float
+    per_step: float
+    steps_key: str | None
+    steps: int
+    how: str
+
+    @property
+    def seconds(self) -> float:
+        return self.fixed + self.per_step * self.steps
+
+
+def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = None,
+        scorer: str = "softmax", full: bool = False) -> Fit:
+    """Time ``cell``'s config with ``scorer`` (module docstring): two short lengths, or one full
+    cell when ``full`` or when the task has no step count. ``run(cell, device)`` returns the wall
+    seconds, or (wall, CPU) seconds."""
+    walls: list[float] = []
+    cpus: list[float] = []
+
+    def timed(c: Cell) -> float:
+        out = (run or _timed_run)(c, device)
+        wall, cpu = out if isinstance(out, tuple) else (out, out)
+        walls.append(wall)
+        cpus.append(cpu)
+        return cpu
+
+    base = replace(cell, scorer=scorer, scorer_kwargs={}, seed=0)
+    config = dict(base.config)
+    found = steps_of(config)
+    if full or found is None or found[1] <= 0:
+        timed(base)
+        return Fit(walls[0], 0.0, found and found[0], found[1] if found else 0,
+                   f"calibration: one full {scorer} cell")
+    if "curriculum_end" in config and "curriculum_start" in config:
+        config["curriculum_start"] = config["curriculum_end"]
+    key, steps = found
+    short = max(1, min(CALIBRATION_MAX_STEPS, int(steps * CALIBRATION_FRACTION)))
+    if 2 * short >= steps:
+        timed(replace(base, config=config))
+        return Fit(walls[0], 0.0, key, steps,
+                   f"calibration: one full {scorer} cell")
+    first = timed(replace(base, config={**config, key: short}))
+    t2 = timed(replace(base, config={**config, key: 2 * short}))
+    t1 = min(first, timed(replace(base, config={**config, key: short})))
+    fixed, slope = _line(short, t1, t2)
+    wall_per_cpu = sum(walls) / sum(cpus) if sum(cpus) > 0 else 1.0
+    return Fit(fixed * wall_per_cpu, slope * wall_per_cpu, key, steps,
+               f"calibration: {scorer} at {short} and {2 * short} of {steps} {key}")
+
+
+def calibrate(cell: Cell, device: str, *,
+              run: Callable[[Cell, str], float] | None = None) -> tuple[float, str]:
+    """Seconds one cell of ``cell``'s task config takes on ``device``, and how it was found."""
+    result = fit(cell, device, run=run)
+    return result.seconds, result.how
+
+
+def _timed_run(cell: Cell, device: str) -> tuple[float, float]:
+    """Wall and process CPU seconds of one run of ``cell`` (its record is not kept)."""
+    from .runner import CellJob, run_cell
+
+    with tempfile.TemporaryDirectory(prefix="scorebench-calibrate-") as work:
+        t0, c0 = time.perf_counter(), time.process_time()
+        record = run_cell(CellJob(cell, workdir=work), device=device)
+        seconds = time.perf_counter() - t0, time.process_time() - c0
+    if record["status"] != OK:
+        raise RuntimeError(f"calibration run of {cell.task} ended {record['status']}: "
+                           f"{record['message'][-300:]}")
+    return seconds
+
+
+def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
+             hardware_name: str | None = None,
+             calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
+             declared: dict | None = None) -> list[TaskEstimate]:
+    """Per task (in first-seen order), the cells to run and their expected total seconds."""
+    hw = hardware_name or device_class(device)
+    times = record_times(records, hw)
+    calibrator = calibrator or (lambda c, d: calibrate(c, d))
+    by_task: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_task[cell.task].append(cell)
+    out = []
+    for task, group in by_task.items():
+        configs: dict[tuple, list[Cell]] = defaultdict(list)
+        for cell in group:
+            configs[_config_key(cell.task, cell.task_version, cell.config)].append(cell)
+        total, sources = 0.0, []
+        for key, members in configs.items():
+            known = times.get(key)
+            if known:
+                pooled = [t for ts in known.values() for t in ts]
+                total += sum(statistics.median(known.get(_scorer_label(c)) or pooled)
+                             for c in members)
+                sources.append(f"records ({len(pooled)} on {hw})")
+                continue
+            per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
+            if per_cell is not None:
+                total += per_cell * len(members)
+                sources.append(f"profile's estimate for {declared['device']}, not measured here")
+                continue
+            try:
+                seconds, how = calibrator(members[0], device)
+            except Exception as e:  # noqa: BLE001 - a failed calibration is reported, not fatal
+                out.append(TaskEstimate(task, len(group), None, f"no estimate: {e}"))
+                break
+            total += seconds * len(members)
+            sources.append(how)
+        else:
+            out.append(TaskEstimate(task, len(group), total, "; ".join(dict.fromkeys(sources))))
+    return out
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,170 @@
+"""Estimates before running: from records of the same config and device class, else from a
+calibration fitted on two short runs; and the dry-run table of `scorebench run`."""
+from dataclasses import replace
+
+import pytest
+
+from leaderboard_fakes import make_record, write_record
+from suite import cli
+from suite.cells import Cell
+from suite.estimate import calibrate, estimate, extrapolate
+
+HW = "Test CPU, 2 cores"
+CONFIG = {"n_layer": 2, "train_steps": 1000}
+
+
+def cell(scorer="softmax", seed=0, task="icl_linear", config=CONFIG) -> Cell:
+    return Cell(task, 1, "icl", scorer, 1, {}, "cpu", seed, dict(config))
+
+
+def timed(scorer, seed, wall, *, hardware=HW, config=CONFIG, status="ok", task="icl_linear"):
+    record = make_record(task, scorer, seed, {"error": 0.1} if status == "ok" else None,
+                         status=status, config=dict(config), hardware=hardware)
+    record["provenance"]["wall_time_s"] = wall
+    return record
+
+
+def no_calibration(c, device):
+    raise AssertionError("calibration must not run when records exist")
+
+
+def test_records_with_known_wall_times_give_the_expected_total():
+    records = [timed("softmax", 0, 10.0), timed("softmax", 1, 14.0), timed("softmax", 2, 12.0),
+               timed("ssa", 0, 30.0),
+               timed("ssa", 1, 999.0, hardware="1x NVIDIA H100"),          # other device class
+               timed("ssa", 2, 999.0, config={**CONFIG, "n_layer": 4}),    # other config
+               timed("relu", 0, 999.0, status="timeout")]                  # not a cost
+    cells = [cell("softmax", 3), cell("softmax", 4), cell("ssa", 1), cell("relu", 1)]
+    [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration)
+    # softmax: median(10, 14, 12) = 12 each; ssa: its own 30; relu: no record of its own, so
+    # the median of every ok record of this config and device class, median(10, 14, 12, 30) = 13
+    assert est.task == "icl_linear" and est.cells == 4
+    assert est.seconds == pytest.approx(12 + 12 + 30 + 13)
+    assert est.per_cell == pytest.approx(67 / 4)
+    assert est.source == f"records (4 on {HW})"
+
+
+def test_without_records_the_task_is_calibrated_once_per_config():
+    calls = []
+
+    def calibrator(c, device):
+        calls.append(c)
+        return 20.0, "calibration: fake"
+
+    other = {**CONFIG, "n_layer": 4}
+    cells = [cell("softmax", 0), cell("ssa", 0), cell("ssa", 0, config=other),
+             cell("softmax", 0, task="saturation_probe", config={"rows": 8})]
+    ests = estimate(cells, [timed("softmax", 0, 5.0, hardware="another CPU")], "cpu",
+                    hardware_name=HW, calibrator=calibrator)
+    assert [(e.task, e.cells, e.seconds, e.source) for e in ests] == [
+        ("icl_linear", 3, 60.0, "calibration: fake"),
+        ("saturation_probe", 1, 20.0, "calibration: fake")]
+    assert len(calls) == 3
+
+
+def test_a_profile_estimate_stands_in_where_there_are_no_records():
+    declared = {"device": "1x H100 (assumed)", "seconds_per_cell": {"icl_linear": 36.0}}
+    records = [timed("softmax", 0, 10.0, task="saturation_probe", config={"rows": 8})]
+    ests = estimate([cell("softmax", 0), cell("ssa", 0),
+                     cell("softmax", 1, task="saturation_probe", config={"rows": 8})],
+                    records, "cpu", hardware_name=HW, calibrator=no_calibration,
+                    declared=declared)
+    assert [(e.task, e.seconds) for e in ests] == [("icl_linear", 72.0),
+                                                   ("saturation_probe", 10.0)]
+    assert "1x H100 (assumed), not measured here" in ests[0].source
+    assert ests[1].source.startswith("records")
+
+
+def test_a_failed_calibration_is_reported_not_raised():
+    def broken(c, device):
+        raise RuntimeError("calibration run of icl_linear ended oom")
+
+    [est] = estimate([cell()], [], "cpu", hardware_name=HW, calibrator=broken)
+    assert est.seconds is None and "ended oom" in est.source
+
+
+def test_extrapolation_from_two_short_runs():
+    # t = 3 + 0.02 * steps: t(50) = 4, t(100) = 5 -> t(1000) = 23
+    assert extrapolate(1000, 50, 4.0, 5.0) == pytest.approx(23.0)
+    # noise hiding the per-step cost: the slower run
+    assert extrapolate(1000, 50, 5.0, 4.9) == pytest.approx(5.0)
+
+
+def test_calibrate_runs_short_lengths_at_the_final_curriculum_length():
+    seen = []
+
+    def run(c, device):
+        seen.append(c)
+        return 2.0 + 0.01 * c.config["train_steps"] + (1.0 if len(seen) == 1 else 0.0)
+
+    config = {"train_steps": 1000, "curriculum_start": 11, "curriculum_end": 21}
+    seconds, how = calibrate(replace(cell(config=config), scorer="ssa", seed=3), "cpu", run=run)
+    assert [c.config["train_steps"] for c in seen] == [50, 100, 50]
+    assert all(c.scorer == "softmax" and c.seed == 0 and c.config["curriculum_start"] == 21
+               for c in seen)
+    assert seconds == pytest.approx(2.0 + 0.01 * 1000)  # the first run's warm-up is dropped
+    assert "50 and 100 of 1000 train_steps" in how
+
+
+def test_dry_run_prints_the_estimate_from_records(tmp_path, capsys, monkeypatch):
+    from suite import provenance
+    from suite.cells import expand
+    from suite.profiles import load_profile
+    from suite.records import cell_id
+
+    monkeypatch.setattr(provenance, "hardware", lambda device: HW)
+    results = tmp_path / "results"
+    planned = expand(load_profile("smoke"), tasks="saturation_probe", scorers="softmax",
+                     seeds=[0, 1, 2, 3, 4])
+    for p, wall in zip(planned[:3], (40.0, 50.0, 60.0)):
+        record = make_record("saturation_probe", "softmax", p.cell.seed, {"error": 0.1},
+                             track=p.cell.track, hardware=HW, config=p.cell.config)
+        record["cell"] = p.cell.to_dict()
+        record["cell_id"] = cell_id(record["cell"])
+        record["provenance"]["wall_time_s"] = wall
+        write_record(results, record)
+    code = cli.main(["run", "--profile", "smoke", "--tasks", "saturation_probe", "--scorers",
+                     "softmax", "--seeds", "0-4", "--dry-run", "--results", str(results)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert text.count("keep (ok)") == 3
+    assert f"records (3 on {HW})" in text
+    assert "100 s" in text  # seeds 3 and 4 to run, median 50 s each
+
+
+def test_progress_line_names_done_failed_left_and_the_expected_finish():
+    from suite.progress import Tally
+
+    t = [1_700_000_000.0]  # 2023-11-14 22:13:20 UTC
+    tally = Tally(clock=lambda: t[0])
+    tally.start(10)
+    assert tally.line().endswith("10 left; expected finish unknown")
+    for failed in (False, True):
+        t[0] += 60.0
+        tally.finished(failed)
+    # 2 cells in 120 s: 8 left take 480 s more
+    assert tally.line() == ("progress: 2/10 cells done, 1 failed, 8 left; expected finish "
+                            "2023-11-14 22:23 UTC (in 0:08:00)")
+    for _ in range(8):
+        tally.finished(False)
+    assert tally.line().endswith("10/10 cells done, 1 failed, 0 left; finished")
+
+
+def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
+    from suite.estimate import fit
+
+    calls = []
+
+    def run(c, device):
+        cpu = 2.0 + 0.01 * c.config["train_steps"]
+        calls.append(cpu)
+        # the load triples the wall time of the 2s run only: a wall-time fit would find a slope
+        # of (3 x 3 - 2.5) / 50 = 0.13 s per step instead of 0.01
+        wall = cpu * (3.0 if len(calls) == 2 else 1.0)
+        return wall, cpu
+
+    result = fit(cell(config={"train_steps": 1000}), "cpu", run=run)
+    ratio = (2.5 + 9.0 + 2.5) / (2.5 + 3.0 + 2.5)
+    assert result.per_step == pytest.approx(0.01 * ratio)
+    assert result.fixed == pytest.approx(2.0 * ratio)
+    assert result.seconds == pytest.approx(12.0 * ratio)
