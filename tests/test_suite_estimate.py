@@ -110,7 +110,7 @@ def test_dry_run_prints_the_estimate_from_records(tmp_path, capsys, monkeypatch)
     from suite import provenance
     from suite.cells import expand
     from suite.profiles import load_profile
-    from suite.records import cell_id
+    from suite.records import RECORDS_VERSION, cell_id
 
     monkeypatch.setattr(provenance, "hardware", lambda device: HW)
     results = tmp_path / "results"
@@ -122,6 +122,7 @@ def test_dry_run_prints_the_estimate_from_records(tmp_path, capsys, monkeypatch)
         record["cell"] = p.cell.to_dict()
         record["cell_id"] = cell_id(record["cell"])
         record["provenance"]["wall_time_s"] = wall
+        record["provenance"]["records_version"] = RECORDS_VERSION
         write_record(results, record)
     code = cli.main(["run", "--profile", "smoke", "--tasks", "saturation_probe", "--scorers",
                      "softmax", "--seeds", "0-4", "--dry-run", "--results", str(results)])
