@@ -25,8 +25,9 @@ from typing import Any
 
 import pandas as pd
 
+from suite.records import TRACKS
+
 from . import markdown as md
-from .records import TRACKS
 from .release import ReleaseError, _plot_order, list_releases, load_release
 
 INDEX = "index.html"

@@ -15,10 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.records import RecordError, validate_record
-
-TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
-FAILURE_STATUSES = ("diverged", "nan", "oom", "timeout", "error")
+from suite.records import TRACKS, RecordError, validate_record
 
 
 @dataclass

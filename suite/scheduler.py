@@ -15,7 +15,7 @@ from typing import Protocol
 
 from .cells import PlannedCell
 from .executors import Event, Executor
-from .records import FAILED_STATUSES
+from .records import HARNESS_FAILURES
 from .runner import CellJob, run_cell
 from .store import ResultStore
 
@@ -58,7 +58,7 @@ class RunSummary:
 
     @property
     def failed(self) -> list[dict]:
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+        return [r for r in self.records if r["status"] in HARNESS_FAILURES]
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r["status"] == status)
@@ -70,7 +70,7 @@ def should_rerun(record: dict, rerun: str | None) -> bool:
     if rerun == "all":
         return True
     if rerun == "failed":
-        return record["status"] in FAILED_STATUSES
+        return record["status"] in HARNESS_FAILURES
     raise ValueError(f"--rerun must be one of {RERUN_CHOICES}, got {rerun!r}")
 
 
@@ -113,7 +113,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
         store.release(claim)
         summary.records.append(record)
         reporter.finished(job, record)
-        if fail_fast and record["status"] in FAILED_STATUSES:
+        if fail_fast and record["status"] in HARNESS_FAILURES:
             summary.stopped_early = True
 
     claims: dict[str, object] = {}

@@ -111,19 +111,14 @@ def test_failing_scorer_is_an_error_record():
     import scorers
     from scorers import registry
 
-    saved = dict(registry._REGISTRY)
+    with registry.scoped():
+        @scorers.register_scorer("bench_test_broken", family="test")
+        class Broken(scorers.LogitsScorer):
+            def weights(self, s, mask):
+                raise RuntimeError("deliberately broken weights")
 
-    @scorers.register_scorer("bench_test_broken", family="test")
-    class Broken(scorers.LogitsScorer):
-        def weights(self, s, mask):
-            raise RuntimeError("deliberately broken weights")
-
-    try:
         config = ScorerBenchConfig(shapes=TINY, repeats=1, warmup=1, fast_mode="off")
         (record,) = scorer_records(bench_scorers(["bench_test_broken"], config))
-    finally:
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(saved)
     validate_record(record)
     assert record["status"] == "error" and record["metrics"] == {}
     assert "deliberately broken weights" in record["message"]

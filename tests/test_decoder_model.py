@@ -107,7 +107,7 @@ def test_rotary_leaves_the_other_dims_and_depends_only_on_relative_position():
     def at(x, t):  # x placed at position t of a length-32 sequence
         seq = torch.zeros(1, 1, 32, 8)
         seq[:, :, t] = x[:, :, 0]
-        return rot.apply(seq)[:, :, t]
+        return rot.rotate(seq)[:, :, t]
 
     assert torch.equal(at(q, 9)[..., 4:], q[:, :, 0, 4:])
     assert torch.allclose(at(q, 0), q[:, :, 0])

@@ -11,7 +11,6 @@ from html_support import (
     PLUGIN_SCORER,
     XSS,
     PageTables,
-    isolate_registry,
     markdown_tables,
     publish_html,
     small_release,
@@ -20,6 +19,7 @@ from html_support import (
 )
 
 from leaderboard.html import INDEX, read_scorers, write_site
+from scorers.registry import scoped
 from leaderboard.release import ReleaseError
 
 OVERALL_COLUMNS = ["tier", "scorer", "score [95% CI]", "rank", "tasks", "tier-1 tasks",
@@ -33,8 +33,7 @@ def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("site")
     results = write_results(base / "results")
     plugin = write_plugin(base)
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_registry(mp)
+    with scoped():
         assert publish_html(results, base / "releases", "r1", plugin) == 0
     return base
 
@@ -132,11 +131,11 @@ def digests(root: Path) -> dict:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_republish_is_byte_identical(site, monkeypatch):
-    isolate_registry(monkeypatch)
+def test_republish_is_byte_identical(site):
     before = digests(site / "releases")
     assert {"r1/index.html", "r1/scorers.json"} <= set(before)
-    assert publish_html(site / "results", site / "releases", "r1", write_plugin(site)) == 0
+    with scoped():
+        assert publish_html(site / "results", site / "releases", "r1", write_plugin(site)) == 0
     assert digests(site / "releases") == before
 
 

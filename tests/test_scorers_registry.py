@@ -31,14 +31,9 @@ NORMALIZATION = {
 @pytest.fixture
 def isolated_registry():
     """Registry, aliases and plugin failures restored after the test."""
-    saved = (dict(registry._REGISTRY), dict(registry._ALIASES), list(registry.PLUGIN_FAILURES))
     modules = set(sys.modules)
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved[0])
-    registry._ALIASES.clear()
-    registry._ALIASES.update(saved[1])
-    registry.PLUGIN_FAILURES[:] = saved[2]
+    with registry.scoped():
+        yield
     for name in set(sys.modules) - modules:
         if name.startswith("scorebench_plugin_"):
             del sys.modules[name]
