@@ -37,6 +37,7 @@ class CellJob:
     time_limit_s: float | None = None
     workdir: str | None = None  # the cell's scratch directory (checkpoints, caches)
     accumulation: int = 1       # micro-batches per training batch (RunContext.accumulation)
+    fast: str = "off"           # the scorers' fast paths in training (RunContext.fast)
 
     @property
     def cell_id(self) -> str:
@@ -45,12 +46,12 @@ class CellJob:
     def to_json(self) -> dict:
         return {"cell": self.cell.to_dict(), "skip_reason": self.skip_reason,
                 "time_limit_s": self.time_limit_s, "workdir": self.workdir,
-                "accumulation": self.accumulation}
+                "accumulation": self.accumulation, "fast": self.fast}
 
     @classmethod
     def from_json(cls, d: dict) -> "CellJob":
         return cls(Cell.from_dict(d["cell"]), d.get("skip_reason"), d.get("time_limit_s"),
-                   d.get("workdir"), int(d.get("accumulation", 1)))
+                   d.get("workdir"), int(d.get("accumulation", 1)), str(d.get("fast", "off")))
 
 
 def default_device() -> str:
@@ -168,6 +169,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
     out: dict[str, Any] = {"metrics": {}, "grids": {}, "items": {}, "extra": {}}
     metric_specs: dict[str, dict] = {}
     workdir = Path(job.workdir) if job.workdir else None
+    ctx = None
     try:
         task = create_task(cell.task)
         metric_specs = {name: m.spec() for name, m in task.metrics.items()}
@@ -181,7 +183,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
-                             accumulation=job.accumulation)
+                             accumulation=job.accumulation, fast=job.fast)
             seed_everything(cell.seed)
             with time_limit(job.time_limit_s):
                 result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)
@@ -218,6 +220,9 @@ def run_cell(job: CellJob, *, device: str | None = None,
     }
     if job.accumulation != 1:
         record["provenance"]["accumulation"] = job.accumulation
+    if ctx is not None and ctx.fast_paths:
+        record["provenance"]["fast"] = job.fast
+        record["provenance"]["fast_paths"] = dict(ctx.fast_paths)
     try:
         return validate_record(record)
     except RecordError as e:

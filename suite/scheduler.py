@@ -75,22 +75,23 @@ def should_rerun(record: dict, rerun: str | None) -> bool:
 
 
 def make_jobs(planned: list[PlannedCell], store: ResultStore,
-              time_limit_s: float | None) -> list[CellJob]:
+              time_limit_s: float | None, fast: str = "off") -> list[CellJob]:
     return [CellJob(p.cell, p.skip_reason, time_limit_s,
-                    str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id))
+                    str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id),
+                    fast=fast)
             for p in planned]
 
 
 def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor, *,
               rerun: str | None = None, fail_fast: bool = False,
               time_limit_s: float | None = None, reporter: Reporter | None = None,
-              poll_s: float = 1.0) -> RunSummary:
+              poll_s: float = 1.0, fast: str = "off") -> RunSummary:
     """Run the cells of ``planned`` that need running; return what happened."""
     reporter = reporter or NullReporter()
     t0, run_started = time.perf_counter(), time.time()
     summary = RunSummary()
     pending: deque[CellJob] = deque()
-    for job in make_jobs(planned, store, time_limit_s):
+    for job in make_jobs(planned, store, time_limit_s, fast):
         record = store.existing(job.cell)
         if record is not None and not should_rerun(record, rerun):
             summary.resumed.append(record)

@@ -92,6 +92,10 @@ class RunContext:
     # Split every training batch into this many micro-batches (the same effective batch); the
     # harness doubles it for the one retry after an out-of-memory (Task.supports_accumulation).
     accumulation: int = 1
+    # The scorers' fast paths in training (``[run] fast``: "auto" or "off"), applied by
+    # tasks.training.prepare_model, which notes the path each scorer ran in ``fast_paths``.
+    fast: str = "off"
+    fast_paths: dict[str, str] = field(default_factory=dict)
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:

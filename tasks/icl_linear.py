@@ -132,7 +132,7 @@ class ICLLinear(Task):
             ctx: RunContext) -> TaskResult:
         cfg = config
         total = cfg.train_steps + 1
-        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device)
+        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
                     progress_total=total)
         grids: dict = {}
