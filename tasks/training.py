@@ -77,8 +77,8 @@ class Divergence:
 
     def __init__(self, factor: float, reference: float | None = None,
                  reference_name: str = "ln V", context: str = ""):
-        if not factor > 1:
-            raise TaskError(f"diverge_factor must be > 1, got {factor}")
+        if not factor > 0:
+            raise TaskError(f"diverge_factor must be > 0, got {factor}")
         self.factor = float(factor)
         self.reference = reference
         self.reference_name = reference_name if reference is not None else "the first loss"

@@ -177,11 +177,6 @@ class Decoder(nn.Module):
         logits = self(ids)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
-    def scorer_parameters(self) -> dict[str, list[float]]:
-        """Every scorer parameter, by layer (``{"blocks.0.attn.scorer.rho": [...]}``)."""
-        return {n: p.detach().float().flatten().tolist() for n, p in self.named_parameters()
-                if ".scorer." in n}
-
 
 def parameter_counts(model: Decoder) -> dict[str, int]:
     """Parameters by group: embedding (tied, counted once), per layer, final norm, scorers."""
