@@ -27,16 +27,14 @@ from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
     ICLTaskConfig,
     build_model,
-    generator,
     grid,
     mean_of,
     predict,
     save_checkpoint,
-    scorer_parameter_values,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
+from .training import generator, scorer_parameter_values, training_dtype
 
 
 def sample_linear(gen: torch.Generator, batch: int, points: int):

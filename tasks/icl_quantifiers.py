@@ -35,16 +35,14 @@ from .icl_training import (
     ICLTaskConfig,
     attention,
     build_model,
-    generator,
     grid,
     mean_of,
     predict,
     save_checkpoint,
-    scorer_parameter_values,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
+from .training import generator, scorer_parameter_values, training_dtype
 
 QUANTIFIERS = ("every", "some")
 IGNORED_PREDICTIONS = 3

@@ -4,20 +4,16 @@ scorer parameters of the record come from :mod:`tasks.training`.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .base import RunContext
+from .base import RunContext, coerce_field_types
 from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
-from .training import (Divergence, accumulated_backward, autocast, derive_seed, generator,
-                       prepare_model, row_share, scorer_parameter_values, training_dtype)
-
-__all__ = ["derive_seed", "generator", "autocast", "training_dtype", "scorer_parameter_values"]
+from .training import Divergence, accumulated_backward, autocast, derive_seed, prepare_model, row_share
 
 
 @dataclass
@@ -85,48 +81,6 @@ class ICLTaskConfig:
         if too_long:
             raise TaskError(f"{name} has lengths {too_long} above n_positions={self.n_positions}; "
                             "raise n_positions or shorten the grid")
-
-
-def coerce_field_types(cfg) -> None:
-    """Check and normalize a config dataclass's values (TOML lists -> tuples, ints -> floats)."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        try:
-            if kind.startswith("tuple"):
-                if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                    raise TypeError
-                inner = kind[kind.index("[") + 1:].split(",")[0].strip()
-                value = tuple(_scalar(v, inner) for v in value)
-            else:
-                value = _scalar(value, kind)
-        except (TypeError, ValueError):
-            raise TaskError(f"config key {f.name!r} must be of type {kind}, got {value!r}") from None
-        setattr(cfg, f.name, value)
-
-
-def _scalar(value, kind: str):
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise TypeError
-        return value
-    if isinstance(value, bool):
-        raise TypeError
-    if kind == "int":
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if not isinstance(value, int):
-            raise TypeError
-        return value
-    if kind == "float":
-        if not isinstance(value, (int, float)):
-            raise TypeError
-        return float(value)
-    if kind == "str":
-        if not isinstance(value, str):
-            raise TypeError
-        return value
-    return value
 
 
 @dataclass(frozen=True)

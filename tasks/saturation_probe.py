@@ -35,9 +35,10 @@ import torch
 import scorers
 from scorers import causal_mask
 
-from .base import Metric, RunContext, Task, TaskResult
-from .icl_training import coerce_field_types, generator, grid, mean_of
+from .base import Metric, RunContext, Task, TaskResult, coerce_field_types
+from .icl_training import grid, mean_of
 from .registry import TaskError, register_task
+from .training import generator
 
 
 @dataclass

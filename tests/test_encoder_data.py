@@ -59,6 +59,7 @@ def test_end_marks(gloss, kind, expected):
     ("Chi likes Kitty", "child likes kittie ."),               # lower case before the map
     ("chi+fat", "chi fat ."),                                  # codes only as whole words
     ("g_i joe", "gijoe ."),                                    # merge of the raw gloss
+    ("don't cha want it", "don't you want it ."),              # merge (spelling.py string2w)
 ])
 def test_cleaning(gloss, expected):
     assert aochildes.clean_utterance(gloss, "declarative") == expected

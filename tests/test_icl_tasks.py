@@ -20,7 +20,8 @@ from tasks.icl_quantifiers import (
     labels_some,
     sample_sequences,
 )
-from tasks.icl_training import build_model, generator, train
+from tasks.icl_training import build_model, train
+from tasks.training import generator
 from tasks.training import Divergence
 
 if sys.version_info >= (3, 11):
