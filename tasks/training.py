@@ -105,6 +105,51 @@ class Divergence:
                 f"exceeds {self.factor:g} x {self.reference_name} = {limit:.4g}{self.context}")
 
 
+class AdamW(torch.optim.Optimizer):
+    """AdamW without bias correction: ``transformers.AdamW(correct_bias=False)``, which BabyBERTa
+    trains with (torch's AdamW always corrects). Per parameter, at every step::
+
+        m <- beta1 m + (1 - beta1) g
+        v <- beta2 v + (1 - beta2) g^2
+        p <- p - lr m / (sqrt(v) + eps)
+        p <- p - lr wd p                      (decoupled decay, after the update, as transformers)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-6, weight_decay: float = 0.0):
+        if not lr > 0 or not eps >= 0 or not weight_decay >= 0:
+            raise ValueError(f"AdamW: lr > 0, eps >= 0 and weight_decay >= 0 are needed, got "
+                             f"lr={lr}, eps={eps}, weight_decay={weight_decay}")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"AdamW: betas must lie in [0, 1), got {betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(p.grad, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
+                p.addcdiv_(m, v.sqrt().add_(eps), value=-lr)
+                if decay > 0:
+                    p.add_(p, alpha=-lr * decay)
+        return loss
+
+
 def scorer_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """(module name, scorer) of every scorer inside ``model`` (``model`` itself may be one), in
     order, outermost only."""

@@ -174,7 +174,7 @@ def test_pair_outcomes_ties_wrong():
 # --------------------------------------------------------------------------------- tokenizer
 
 def test_tokenizer_round_trip_on_zorro():
-    from tasks.encoder_mlm import BOS_ID, EOS_ID, UNK_ID, encode, load_tokenizer, pad_batch
+    from tasks.data.mlm_data import BOS_ID, EOS_ID, UNK_ID, encode, load_tokenizer, pad_batch
 
     tok = load_tokenizer()
     assert tok.get_vocab_size() == 8192

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..data import zorro
 from ..data.mlm_data import corrupt, load_data, pad_batch
 from ..training import autocast
 
@@ -87,8 +88,6 @@ def zorro_scores(model, pairs: dict[str, tuple[list, list]], n: int, device: tor
     scored holistically: metrics ``zorro.<paradigm>`` (% correct) and ``zorro_overall`` (mean of the
     paradigms), per-pair outcomes (100 correct / 0 wrong) and the ties of each paradigm.
     ``report(k)`` is called after the k-th paradigm."""
-    from ..data import zorro
-
     metrics, items, ties, overall = {}, {}, {}, []
     for k, (paradigm, (good, bad)) in enumerate(pairs.items()):
         ce_good = holistic_cross_entropy(model, good[:n], device, batch_size)
