@@ -132,13 +132,16 @@ def _split(spec: list[str] | str) -> list[str]:
 
 
 def resolve_tasks(spec: list[str] | str) -> list[str]:
-    """Task names from names or wildcards; an unknown name is a "did you mean" error."""
+    """Task names from names or wildcards; an unknown name is a "did you mean" error. A bare
+    ``*`` leaves out the tasks that run only when asked (``Task.on_request``: the benches)."""
     from tasks import TaskError, get_task_class, list_tasks
 
     names: list[str] = []
     for part in _split(spec):
         if any(c in part for c in "*?["):
             found = list_tasks(part)
+            if part == "*":
+                found = [n for n in found if not get_task_class(n).on_request]
             if not found:
                 raise TaskError(f"no task matches {part!r}; `scorebench ls tasks` lists them")
         else:

@@ -109,6 +109,8 @@ class Task:
     version: ClassVar[int] = 1
     track: ClassVar[str] = "icl"
     supports_accumulation: ClassVar[bool] = False  # honours RunContext.accumulation
+    # Run only when asked: a bare "*" in a task list leaves the task out (the cost track's benches)
+    on_request: ClassVar[bool] = False
     Config: ClassVar[type]
     metrics: ClassVar[dict[str, Metric]] = {}
 
@@ -132,6 +134,10 @@ class Task:
             except TaskError as e:
                 raise TaskError(f"{source}: task {self.name!r}: {e}") from None
         return self.Config(**values)
+
+    def metrics_for(self, config) -> dict[str, Metric]:
+        """The metrics a cell of ``config`` declares (``metrics`` unless they depend on it)."""
+        return self.metrics
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""
