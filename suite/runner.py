@@ -155,6 +155,19 @@ def _summary_line(tb: str) -> str:
     return lines[-1] if lines else ""
 
 
+def build_record(cell: Cell, status: str, message: str, step: int | None, out: dict,
+                 metric_specs: dict, provenance: dict) -> dict:
+    """The one builder of a record (suite/SCHEMA.md) for every cell, whatever ran it; ``out``
+    holds the result's ``metrics``, ``grids``, ``items`` and ``extra`` (missing ones are empty)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
+        "status": status, "message": message, "step": step,
+        "metrics": out.get("metrics", {}), "metric_specs": metric_specs,
+        "grids": out.get("grids", {}), "items": out.get("items", {}),
+        "extra": out.get("extra", {}), "provenance": provenance,
+    }
+
+
 def run_cell(job: CellJob, *, device: str | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict:
     """Run ``job`` and return its record (validated against the schema)."""
@@ -210,15 +223,10 @@ def run_cell(job: CellJob, *, device: str | None = None,
         _remove_if_empty(workdir)
     wall = time.perf_counter() - t0
     extra = out["extra"] if isinstance(out["extra"], dict) else {}
-    record = {
-        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
-        "status": status, "message": message, "step": step,
-        "metrics": out["metrics"], "metric_specs": metric_specs, "grids": out["grids"],
-        "items": out["items"], "extra": out["extra"],
-        "provenance": provenance(device=device, dtype=str(extra.get("dtype", "float32")),
-                                 wall_time_s=wall, peak_mb=peak_memory_mb(device),
-                                 started=started, finished=utc_now()),
-    }
+    record = build_record(cell, status, message, step, out, metric_specs,
+                          provenance(device=device, dtype=str(extra.get("dtype", "float32")),
+                                     wall_time_s=wall, peak_mb=peak_memory_mb(device),
+                                     started=started, finished=utc_now()))
     if job.accumulation != 1:
         record["provenance"]["accumulation"] = job.accumulation
     if ctx is not None and ctx.fast_paths:
@@ -284,15 +292,11 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
         metric_specs = {n: m.spec() for n, m in get_task_class(job.cell.task).metrics.items()}
     except Exception:  # noqa: BLE001 - the record is still valid without them
         pass
-    record = {
-        "schema_version": SCHEMA_VERSION, "cell_id": job.cell.id, "cell": job.cell.to_dict(),
-        "status": status, "message": message, "step": None, "metrics": {},
-        "metric_specs": metric_specs, "grids": {}, "items": {}, "extra": {},
-        "provenance": provenance(device=device, dtype="float32", wall_time_s=wall_time_s,
-                                 peak_mb=None, started=started or utc_now(),
-                                 finished=utc_now(), hardware_name=hardware_name),
-    }
-    return validate_record(record)
+    return validate_record(build_record(
+        job.cell, status, message, None, {}, metric_specs,
+        provenance(device=device, dtype="float32", wall_time_s=wall_time_s, peak_mb=None,
+                   started=started or utc_now(), finished=utc_now(),
+                   hardware_name=hardware_name)))
 
 
 def failure_reason(record: dict) -> str:
