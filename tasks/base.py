@@ -160,7 +160,7 @@ def coerce_value(f: dataclasses.Field, value: Any) -> Any:
         if kind.startswith("tuple"):
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 raise TypeError
-            inner = kind[kind.index("[") + 1:].split(",")[0].strip()
+            inner = kind[kind.index("[") + 1:].split(",")[0].strip() if "[" in kind else "any"
             return tuple(_scalar(v, inner) for v in value)
         return _scalar(value, kind)
     except (TypeError, ValueError):
