@@ -45,3 +45,12 @@ def test_split_batches_give_the_same_first_loss(task):
     assert whole["status"] == split["status"] == "ok", (whole["message"], split["message"])
     assert split["provenance"]["accumulation"] == 2
     assert first_loss(split) == pytest.approx(first_loss(whole), rel=1e-5, abs=1e-6)
+
+
+def test_the_record_names_the_path_each_scorer_trained_with():
+    overrides = {**load_profile("smoke").task_overrides["icl_linear"], **SHORT["icl_linear"]}
+    record = run_cell(dataclasses.replace(job("icl_linear", "ssa", **overrides), fast="off"))
+    assert record["status"] == "ok", record["message"]
+    assert record["provenance"]["fast"] == "off"
+    assert record["provenance"]["fast_paths"] == {"ssa": "reference"}
+    assert set(record["extra"]["scorer_parameters"]) >= {"layer0.rho", "layer0.n"}
