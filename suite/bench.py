@@ -28,14 +28,12 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-BENCH_SCORERS_TASK = "bench_scorers"
-BENCH_TRAIN_TASK = "bench_train"
 PROFILE = "bench"
 DEFAULT_SHAPES = ((8, 8, 128, 32), (4, 8, 512, 64))
 MASKS = ("causal", "none", "padding")
