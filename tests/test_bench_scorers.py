@@ -154,6 +154,7 @@ def test_cli_prints_and_records(tmp_path):
     from suite.cli import main
 
     assert main(["bench", "scorers", "--shapes", "2,2,32,8", "--scorers", "softmax,ssa,sigmoid",
-                 "--repeats", "2", "--warmup", "1", "--results", str(tmp_path)]) == 0
+                 "--repeats", "2", "--warmup", "1", "--fast", "off", "--results",
+                 str(tmp_path)]) == 0
     files = sorted(p.parent.name for p in tmp_path.glob("bench_scorers/*/*.json"))
     assert files == ["sigmoid", "softmax", "ssa"]

@@ -232,7 +232,8 @@ def test_smoke_profile_cell_runs_end_to_end(tmp_path):
     # The smoke profile's training (CI runs its softmax cell); evaluation on fewer items.
     task = create_task("decoder_lm")
     section = tomllib.loads((PROFILE_DIR / "smoke.toml").read_text())["tasks"]["decoder_lm"]
-    section = {**section, "max_items": 10, "heldout_max_tokens": 2000, "ppl_max_tokens": 1000}
+    section = {**section, "max_items": 10, "heldout_max_tokens": 2000, "ppl_max_tokens": 1000,
+               "ppl_sets": ["heldout", "wikipedia"]}
     res = task.run("ssa", {}, 0, task.config(section), RunContext(workdir=tmp_path))
     validate_items(res.items, res.metrics)
     assert all(math.isfinite(v) for v in res.metrics.values())
