@@ -44,8 +44,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from suite.records import FAILURES, TRACKS
+
 from . import stats
-from .records import FAILURE_STATUSES, TRACKS, LoadedRecords, Problem, Record
+from .records import LoadedRecords, Problem, Record
 
 FORMAT_VERSION = 1
 BASELINE = "softmax"
@@ -376,7 +378,7 @@ def _provenance_lists(records: list[Record]) -> dict:
 
 def _failure_counts(records: list[Record]) -> dict[str, int]:
     counts = Counter(r.status for r in records)
-    return {s: counts[s] for s in FAILURE_STATUSES if counts[s]}
+    return {s: counts[s] for s in FAILURES if counts[s]}
 
 
 # --------------------------------------------------------------------------- grids

@@ -35,9 +35,10 @@ from typing import Any
 
 import pandas as pd
 
+from suite.records import TRACKS
+
 from . import markdown as md
 from .plots import safe_name
-from .records import TRACKS
 from .aggregate import Board
 from .release import ReleaseError, _plot_order, list_releases, load_release
 

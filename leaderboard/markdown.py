@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import pandas as pd
 from tabulate import tabulate
 
-from .records import TRACKS
+from suite.records import TRACKS
 
 TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
                 "encoder": "Encoder LM", "probe": "Probes", "cost": "Cost"}

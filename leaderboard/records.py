@@ -16,12 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from suite.records import (RECORD_SUFFIXES, RecordError, read_record_text, records_version,
-                           validate_record)
+from suite.records import (RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
+                           records_version, validate_record)
 
-TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
 RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
-FAILURE_STATUSES = ("diverged", "nan", "oom", "timeout", "error")
 
 
 @dataclass

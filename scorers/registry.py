@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import importlib.util
@@ -184,8 +185,29 @@ def scorer_info(name: str) -> dict[str, Any]:
     }
 
 
-def load_plugin(path: str | Path) -> bool:
-    """Import a Python file that registers scorers. A failure is recorded, not raised."""
+@contextlib.contextmanager
+def scoped():
+    """Registrations, aliases and plugin failures made inside the block are undone when it ends
+    (for tests and one-off plugin imports)::
+
+        with scorers.registry.scoped():
+            scorers.load_plugin("my_scorer.py")
+            ...
+    """
+    saved = (dict(_REGISTRY), dict(_ALIASES), list(PLUGIN_FAILURES))
+    try:
+        yield
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(saved[0])
+        _ALIASES.clear()
+        _ALIASES.update(saved[1])
+        PLUGIN_FAILURES[:] = saved[2]
+
+
+def load_plugin(path: str | Path, *, report: bool = True) -> bool:
+    """Import a Python file that registers scorers. A failure is recorded in ``PLUGIN_FAILURES``
+    (and printed unless ``report`` is false), not raised."""
     path = Path(path)
     module_name = f"scorebench_plugin_{path.stem}"
     try:
@@ -199,8 +221,9 @@ def load_plugin(path: str | Path) -> bool:
     except Exception:
         sys.modules.pop(module_name, None)
         PLUGIN_FAILURES.append(PluginFailure(str(path), traceback.format_exc()))
-        print(f"scorebench: plugin {path} failed to import; other scorers are unaffected:\n"
-              f"{PLUGIN_FAILURES[-1].traceback}", file=sys.stderr)
+        if report:
+            print(f"scorebench: plugin {path} failed to import; other scorers are unaffected:\n"
+                  f"{PLUGIN_FAILURES[-1].traceback}", file=sys.stderr)
         return False
 
 

@@ -202,26 +202,35 @@ def main(argv=None) -> int:
               + (f"  {result['error']}" if "error" in result else ""), flush=True)
     left = args.budget_s - (time.perf_counter() - t0)
     if left > 30:
-        from suite.bench import (ScorerBenchConfig, bench_scorers, parse_shapes, scorer_records,
-                                 scorer_rows)
-        from suite.store import ResultStore
+        import statistics
+
+        from suite.bench import parse_shapes, shape_label
+        from suite.commands.bench import run_bench_cells
 
         shapes = [[1, 2, 64, 16]] if args.quick else [list(s) for s in
                                                         parse_shapes(args.bench_shapes)]
-        config = ScorerBenchConfig(shapes=shapes, repeats=10 if device.type == "cuda" else 2,
-                                   warmup=3 if device.type == "cuda" else 1,
-                                   dtype="bfloat16" if device.type == "cuda" else "float32",
-                                   device=str(device), fast_mode="auto")
-        names = scorers.resolve_scorers(args.bench_scorers)
-        result = bench_scorers(names, config, progress=lambda text: print(f"  bench {text}",
-                                                                          flush=True))
-        rows = scorer_rows(result)
-        report["bench"] = {"config": config.cell_config(), "rows": rows,
-                           "sdpa_ms": {k: v.median * 1e3 if v.median else None
-                                       for k, v in result.reference.items()}}
-        store = ResultStore(args.results)
-        for record in scorer_records(result):
-            store.write(record)
+        config = dict(shapes=shapes, repeats=10 if device.type == "cuda" else 2,
+                      warmup=3 if device.type == "cuda" else 1,
+                      dtype="bfloat16" if device.type == "cuda" else "float32",
+                      device=str(device), fast_mode="auto")
+        records = run_bench_cells("bench_scorers", config, args.bench_scorers,
+                                  results=args.results,
+                                  progress=lambda text: print(f"  bench {text}", flush=True))
+        labels = [shape_label(s) for s in shapes]
+        rows = []
+        for r in records:
+            m, paths = r["metrics"], r["extra"].get("paths", {})
+            for label in labels:
+                rows.append({"scorer": r["cell"]["scorer"], "shape": label, "status": r["status"],
+                             "attend_ratio": m.get(f"attend_ratio_{label}"),
+                             "fast_ratio": m.get(f"fast_ratio_{label}"),
+                             "attend_path": paths.get(label, {}).get("attend"),
+                             "fast_path": paths.get(label, {}).get("fast")})
+        sdpa = {label: statistics.median(t for r in records
+                                         for t in r["extra"].get("reference_ms", {}).get(label, []))
+                if any(r["extra"].get("reference_ms", {}).get(label) for r in records) else None
+                for label in labels}
+        report["bench"] = {"config": config, "rows": rows, "sdpa_ms": sdpa}
         print(f"{'scorer':22s} {'shape':16s} attend×  fast×   path", flush=True)
         for r in rows:
             print(f"{r['scorer']:22s} {r['shape']:16s} {r['attend_ratio'] or float('nan'):6.2f} "

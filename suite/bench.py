@@ -15,8 +15,10 @@ allocated before; on CPU the allocation timeline of ``torch.profiler`` (``profil
 the largest sum of bytes live at once, counting only tensors created during the call. Both are
 torch's own allocations (not the process RSS, which the allocator's caching blurs).
 
-Both benches write records (``results/<task>/<scorer>/<cell_id>.json``) of track ``cost`` whose
-metrics are ratios (direction ``lower``); the leaderboard shows them as its cost track.
+The tasks ``bench_scorers`` and ``bench_train`` (``tasks/cost.py``, track ``cost``) run these
+measurements one scorer per cell through the harness (records, resume, executors, time limits);
+their metrics are ratios (direction ``lower``) and the leaderboard shows them as its cost track.
+``scorebench bench scorers|train`` is a shortcut to those tasks.
 """
 from __future__ import annotations
 
@@ -26,15 +28,12 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-BENCH_SCORERS_TASK = "bench_scorers"
-BENCH_TRAIN_TASK = "bench_train"
-BENCH_VERSION = 1
 PROFILE = "bench"
 DEFAULT_SHAPES = ((8, 8, 128, 32), (4, 8, 512, 64))
 MASKS = ("causal", "none", "padding")
@@ -220,8 +219,19 @@ def measure_memory(variants: list[Variant], device) -> None:
 # ---------------------------------------------------------------------------------------------
 # bench scorers
 
+def _check_device_and_threads(device: str, threads: int) -> None:
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise BenchError(f"device {device!r} is not a torch device (cpu, cuda, cuda:1)") from None
+    if threads < 0:
+        raise BenchError(f"threads must be >= 0 (0: torch's default), got {threads}")
+
+
 @dataclass
 class ScorerBenchConfig:
+    """``bench_scorers``: shapes (B, H, L, D), timing and the device measured (part of the cell)."""
+
     shapes: list = field(default_factory=lambda: [list(s) for s in DEFAULT_SHAPES])
     repeats: int = 5
     warmup: int = 2
@@ -233,7 +243,17 @@ class ScorerBenchConfig:
     fast_mode: str = "auto"
     block_size: int = 64
 
+    def __post_init__(self):
+        self.check()
+
     def check(self) -> None:
+        if not isinstance(self.shapes, (list, tuple)) or not self.shapes or not all(
+                isinstance(x, (list, tuple)) and len(x) == 4
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in x)
+                for x in self.shapes):
+            raise BenchError(f"shapes must be a list of [B, H, L, D] lists of positive integers, "
+                             f"got {self.shapes!r}")
+        _check_device_and_threads(self.device, self.threads)
         if self.repeats < 1:
             raise BenchError(f"--repeats must be >= 1, got {self.repeats}")
         if self.warmup < 1:
@@ -252,11 +272,6 @@ class ScorerBenchConfig:
         if self.block_size < 1:
             raise BenchError(f"--block-size must be >= 1, got {self.block_size}")
 
-    def cell_config(self) -> dict:
-        out = asdict(self)
-        out["threads"] = self.threads or torch.get_num_threads()
-        out["device"] = torch.device(self.device).type
-        return out
 
 
 @dataclass
@@ -388,90 +403,76 @@ def scorer_rows(result: ScorerBench) -> list[dict]:
     return rows
 
 
-def _hardware(device) -> str:
-    from .provenance import hardware
-
-    return hardware(str(torch.device(device)))
-
-
-def _add_metric(metrics: dict, specs: dict, name: str, value, headline: bool,
-                direction: str = "lower") -> None:
-    """Record a finite measurement with its spec; None and non-finite values are left out."""
+def _add_metric(metrics: dict, name: str, value) -> None:
+    """Record a finite measurement; None and non-finite values are left out."""
     if value is not None and math.isfinite(value):
         metrics[name] = round(float(value), 6)
-        specs[name] = {"direction": direction, "headline": headline}
 
 
-def _cost_record(task: str, scorer: str, config, result, *, status: str, message: str,
-                 metrics: dict, specs: dict, extra: dict, dtype: str) -> dict:
-    """A validated cost-track record of one scorer (seed 0, profile ``bench``)."""
-    import scorers
+@dataclass
+class Outcome:
+    """What a bench measured of one scorer: its metrics, what else a record keeps, and why it
+    failed (``error``, None when it did not)."""
 
-    from .cells import Cell
-    from .provenance import provenance
-    from .records import SCHEMA_VERSION, validate_record
-
-    cell = Cell(task=task, task_version=BENCH_VERSION, track="cost", scorer=scorer,
-                scorer_version=int(scorers.get_scorer_class(scorer).version), scorer_kwargs={},
-                profile=PROFILE, seed=0, config=config.cell_config())
-    return validate_record({
-        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
-        "status": status, "message": message, "step": None, "metrics": metrics,
-        "metric_specs": specs, "grids": {}, "items": {}, "extra": extra,
-        "provenance": provenance(device=torch.device(config.device).type, dtype=dtype,
-                                 wall_time_s=result.wall_time_s, peak_mb=None,
-                                 started=result.started, finished=result.finished,
-                                 hardware_name=_hardware(config.device)),
-    })
+    metrics: dict
+    extra: dict
+    error: str | None = None
+    notes: list = field(default_factory=list)
 
 
-def scorer_records(result: ScorerBench) -> list[dict]:
-    """One record per scorer (task ``bench_scorers``, track ``cost``)."""
+def scorer_metric_names(config: ScorerBenchConfig) -> dict[str, tuple[bool, str]]:
+    """Every metric of ``bench_scorers`` under ``config``: name -> (headline, direction)."""
+    out = {}
+    for shape in config.shapes:
+        s = shape_label(shape)
+        out.update({f"fwd_bwd_ratio_{s}": (True, "lower"), f"attend_ratio_{s}": (False, "lower"),
+                    f"fast_ratio_{s}": (False, "lower"), f"fwd_bwd_ms_{s}": (False, "lower"),
+                    f"peak_mem_ratio_{s}": (False, "lower"), f"peak_mem_mb_{s}": (False, "lower")})
+        if config.fast_mode == "off":
+            del out[f"fast_ratio_{s}"]
+    return out
+
+
+def scorer_outcome(result: ScorerBench, name: str) -> Outcome:
+    """The measurements of scorer ``name`` in ``result``."""
     config = result.config
-    rows = scorer_rows(result)
-    records = []
-    for name in result.scorers:
-        mine = [r for r in rows if r["scorer"] == name]
-        metrics, specs, notes = {}, {}, []
-        for r in mine:
-            s = r["shape"]
-            values = {f"fwd_bwd_ratio_{s}": (r["best_ratio"], True),
-                      f"attend_ratio_{s}": (r["attend_ratio"], False),
-                      f"fast_ratio_{s}": (r["fast_ratio"], False),
-                      f"fwd_bwd_ms_{s}": (r["best_ms"], False),
-                      f"peak_mem_ratio_{s}": (r["mem_ratio"], False),
-                      f"peak_mem_mb_{s}": (r["mem_mb"], False)}
-            for metric, (value, headline) in values.items():
-                _add_metric(metrics, specs, metric, value, headline)
-            notes += [f"{s} {variant}: {err}" for variant, err in r["errors"].items()]
-        if name in result.setup_errors:
-            status, message = "error", result.setup_errors[name]
-        elif not any(k.startswith("fwd_bwd_ratio_") for k in metrics):
-            status, message = "error", "; ".join(notes) or "no variant could be measured"
-        else:
-            status, message = "ok", "; ".join(notes)
-        if status == "error" and ("out of memory" in message or "MemoryError" in message):
-            status = "oom"
-        extra = {
-            "paths": {r["shape"]: {"attend": r["attend_path"], "fast": r["fast_path"],
-                                   "best": r["best_variant"]} for r in mine},
-            "times_ms": {label: {key: [round(t * 1e3, 4) for t in v.times]
-                                 for key, v in result.variants[label].get(name, {}).items()}
-                         for label in result.variants},
-            "reference_ms": {label: [round(t * 1e3, 4) for t in ref.times]
-                             for label, ref in result.reference.items()},
-            "reference_peak_mb": {label: (ref.peak_bytes / 2**20 if ref.peak_bytes else None)
-                                  for label, ref in result.reference.items()},
-            "reference": "softmax through F.scaled_dot_product_attention, same inputs and mask",
-            "statistic": f"median of {config.repeats} interleaved repeats after "
-                         f"{config.warmup} warm-up run(s)",
-            "clock": config.clock, "memory": MEMORY_METHOD[torch.device(config.device).type],
-            "load_average_before": result.load_before, "load_average_after": result.load_after,
-        }
-        records.append(_cost_record(BENCH_SCORERS_TASK, name, config, result, status=status,
-                                    message=message, metrics=metrics, specs=specs, extra=extra,
-                                    dtype=config.dtype))
-    return records
+    mine = [r for r in scorer_rows(result) if r["scorer"] == name]
+    metrics, notes = {}, []
+    for r in mine:
+        s = r["shape"]
+        for metric, value in ((f"fwd_bwd_ratio_{s}", r["best_ratio"]),
+                              (f"attend_ratio_{s}", r["attend_ratio"]),
+                              # the mode keeps a scorer it does not cover on its own attend
+                              (f"fast_ratio_{s}", r["fast_ratio"] if r["fast_ratio"] is not None
+                               or config.fast_mode == "off" else r["attend_ratio"]),
+                              (f"fwd_bwd_ms_{s}", r["best_ms"]),
+                              (f"peak_mem_ratio_{s}", r["mem_ratio"]),
+                              (f"peak_mem_mb_{s}", r["mem_mb"])):
+            _add_metric(metrics, metric, value)
+        notes += [f"{s} {variant}: {err}" for variant, err in r["errors"].items()]
+    error = None
+    if name in result.setup_errors:
+        error = result.setup_errors[name]
+    elif not any(k.startswith("fwd_bwd_ratio_") for k in metrics):
+        error = "; ".join(notes) or "no variant could be measured"
+    extra = {
+        "paths": {r["shape"]: {"attend": r["attend_path"], "fast": r["fast_path"],
+                               "best": r["best_variant"]} for r in mine},
+        "times_ms": {label: {key: [round(t * 1e3, 4) for t in v.times]
+                             for key, v in result.variants[label].get(name, {}).items()}
+                     for label in result.variants},
+        "reference_ms": {label: [round(t * 1e3, 4) for t in ref.times]
+                         for label, ref in result.reference.items()},
+        "reference_peak_mb": {label: (ref.peak_bytes / 2**20 if ref.peak_bytes else None)
+                              for label, ref in result.reference.items()},
+        "reference": "softmax through F.scaled_dot_product_attention, same inputs and mask",
+        "statistic": f"median of {config.repeats} interleaved repeats after "
+                     f"{config.warmup} warm-up run(s)",
+        "clock": config.clock, "memory": MEMORY_METHOD[torch.device(config.device).type],
+        "threads": torch.get_num_threads(), "dtype": config.dtype,
+        "load_average_before": result.load_before, "load_average_after": result.load_after,
+    }
+    return Outcome(metrics, extra, error, notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,15 +483,20 @@ BACKBONES = ("icl", "decoder", "encoder")
 
 @dataclass
 class TrainBenchConfig:
+    """``bench_train``: backbones, their size, timing, the fast-path mode and the device."""
+
     backbones: list = field(default_factory=lambda: list(BACKBONES))
     repeats: int = 5
     warmup: int = 2
     device: str = "cpu"
     threads: int = 0
     clock: str = "wall"
-    fast_mode: str = "off"
+    fast_mode: str = "auto"  # as training runs the scorers ([run] fast = "auto")
     block_size: int = 64
     size: str = "small"
+
+    def __post_init__(self):
+        self.check()
 
     def check(self) -> None:
         unknown = [b for b in self.backbones if b not in BACKBONES]
@@ -498,6 +504,7 @@ class TrainBenchConfig:
             raise BenchError(f"--backbones: unknown {unknown}; choose from {list(BACKBONES)}")
         if self.repeats < 1 or self.warmup < 1:
             raise BenchError("--repeats and --warmup must be >= 1")
+        _check_device_and_threads(self.device, self.threads)
         if self.size not in TRAIN_SIZES:
             raise BenchError(f"--size must be one of {sorted(TRAIN_SIZES)}, got {self.size!r}")
         _clock(self.clock)
@@ -506,12 +513,6 @@ class TrainBenchConfig:
         if self.fast_mode not in ("off", *MODES):
             raise BenchError(f"--fast must be 'off' or one of {MODES}, got {self.fast_mode!r}")
 
-    def cell_config(self) -> dict:
-        out = asdict(self)
-        out["threads"] = self.threads or torch.get_num_threads()
-        out["device"] = torch.device(self.device).type
-        out["sizes"] = {b: TRAIN_SIZES[self.size][b] for b in self.backbones}
-        return out
 
 
 # Model and batch per backbone: "small" runs on 2 CPU cores in seconds per step; "tiny" checks
@@ -547,9 +548,13 @@ TRAIN_SIZES = {
 
 
 def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mode: str,
-                        block_size: int) -> tuple[Callable[[], None], int]:
-    """A closure running one training step of ``backbone`` with ``scorer``, and its tokens."""
+                        block_size: int) -> tuple[Callable[[], None], int, str]:
+    """A closure running one training step of ``backbone`` with ``scorer``, its tokens, and the
+    path the scorer runs: "auto" and "off" through ``tasks.training.prepare_model``, as a
+    training task runs it; another mode through ``scorers.fast.accelerate`` directly."""
     from scorers.fast import accelerate
+    from tasks.base import RunContext
+    from tasks.training import FAST_MODES, prepare_model
 
     gen = torch.Generator().manual_seed(0)
     if backbone == "icl":
@@ -596,8 +601,13 @@ def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mod
     else:
         raise BenchError(f"unknown backbone {backbone!r}; choose from {list(BACKBONES)}")
     model.to(device).train()
-    if fast_mode != "off":
+    if fast_mode in FAST_MODES:
+        paths = prepare_model(model, RunContext(device=torch.device(device), fast=fast_mode))
+    else:
         accelerate(model, fast_mode, block_size=block_size)
+        paths = {s.name: s.fast_path(device) for s in model.modules()
+                 if hasattr(s, "fast_path") and hasattr(s, "name")}
+    path = ",".join(sorted(set(paths.values()))) or "none"
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def step():
@@ -606,7 +616,7 @@ def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mod
         loss.backward()
         opt.step()
 
-    return step, tokens
+    return step, tokens, path
 
 
 @dataclass
@@ -616,6 +626,7 @@ class TrainBench:
     variants: dict[str, dict[str, Variant]] = field(default_factory=dict)  # backbone -> scorer
     tokens: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, dict[str, str]] = field(default_factory=dict)       # backbone -> scorer
+    paths: dict[str, dict[str, str]] = field(default_factory=dict)         # scorer -> backbone
     load_before: list[float] | None = None
     load_after: list[float] | None = None
     started: str = ""
@@ -645,12 +656,13 @@ def bench_train(names: list[str], config: TrainBenchConfig,
                 skipped[name] = "causal-only scorer; the encoder attends both ways"
                 continue
             try:
-                step, tokens = _train_step_factory(backbone, name, size, device, config.fast_mode,
-                                                   config.block_size)
+                step, tokens, path = _train_step_factory(backbone, name, size, device,
+                                                         config.fast_mode, config.block_size)
             except Exception as e:  # noqa: BLE001 - reported in the scorer's record
                 skipped[name] = f"{type(e).__name__}: {e}"
                 continue
-            found[name] = Variant(f"{backbone}/{name}", step, path=config.fast_mode)
+            found[name] = Variant(f"{backbone}/{name}", step, path=path)
+            result.paths.setdefault(name, {})[backbone] = path
             result.tokens[backbone] = tokens
         note = (lambda text, b=backbone: progress(f"{b}: {text}")) if progress else None
         run_interleaved(list(found.values()), repeats=config.repeats, warmup=config.warmup,
@@ -680,37 +692,42 @@ def train_rows(result: TrainBench) -> list[dict]:
     return rows
 
 
-def train_records(result: TrainBench) -> list[dict]:
-    """One record per scorer (task ``bench_train``, track ``cost``)."""
+def train_metric_names(config: TrainBenchConfig) -> dict[str, tuple[bool, str]]:
+    """Every metric of ``bench_train`` under ``config``: name -> (headline, direction)."""
+    out = {}
+    for bb in config.backbones:
+        out.update({f"step_ratio_{bb}": (True, "lower"), f"step_ms_{bb}": (False, "lower"),
+                    f"tokens_per_s_{bb}": (False, "higher")})
+    return out
+
+
+def train_outcome(result: TrainBench, name: str) -> Outcome:
+    """The measurements of scorer ``name`` in ``result`` (softmax measured beside it)."""
     config = result.config
-    rows = train_rows(result)
-    records = []
-    for name in result.scorers:
-        mine = [r for r in rows if r["scorer"] == name]
-        metrics, specs, notes = {}, {}, []
-        for r in mine:
-            bb = r["backbone"]
-            for metric, value, headline, direction in (
-                    (f"step_ratio_{bb}", r["step_ratio"], True, "lower"),
-                    (f"step_ms_{bb}", r["step_ms"], False, "lower"),
-                    (f"tokens_per_s_{bb}", r["tokens_per_s"], False, "higher")):
-                _add_metric(metrics, specs, metric, value, headline, direction)
-            if r["error"]:
-                notes.append(f"{bb}: {r['error']}")
-        ran = any(k.startswith("step_ratio_") for k in metrics)
-        skipped_all = not ran and all(
-            name in result.skipped.get(bb, {}) for bb in result.variants)
-        status = "ok" if ran else ("skipped" if skipped_all else "error")
-        extra = {
-            "times_ms": {bb: [round(t * 1e3, 4) for t in found[name].times]
-                         for bb, found in result.variants.items() if name in found},
-            "tokens_per_step": result.tokens,
-            "statistic": f"median of {config.repeats} interleaved steps after {config.warmup} "
-                         f"warm-up step(s)",
-            "clock": config.clock, "fast_mode": config.fast_mode,
-            "load_average_before": result.load_before, "load_average_after": result.load_after,
-        }
-        records.append(_cost_record(BENCH_TRAIN_TASK, name, config, result, status=status,
-                                    message="; ".join(notes), metrics=metrics, specs=specs,
-                                    extra=extra, dtype="float32"))
-    return records
+    mine = [r for r in train_rows(result) if r["scorer"] == name]
+    metrics, notes = {}, []
+    for r in mine:
+        bb = r["backbone"]
+        _add_metric(metrics, f"step_ratio_{bb}", r["step_ratio"])
+        _add_metric(metrics, f"step_ms_{bb}", r["step_ms"])
+        _add_metric(metrics, f"tokens_per_s_{bb}", r["tokens_per_s"])
+        if r["error"]:
+            notes.append(f"{bb}: {r['error']}")
+    error = None
+    if not any(k.startswith("step_ratio_") for k in metrics):
+        error = "; ".join(notes) or "no backbone could be measured"
+    extra = {
+        "times_ms": {bb: [round(t * 1e3, 4) for t in found[name].times]
+                     for bb, found in result.variants.items() if name in found},
+        "softmax_times_ms": {bb: [round(t * 1e3, 4) for t in found["softmax"].times]
+                             for bb, found in result.variants.items() if "softmax" in found},
+        "paths": result.paths.get(name, {}),
+        "tokens_per_step": result.tokens,
+        "sizes": {b: TRAIN_SIZES[config.size][b] for b in config.backbones},
+        "statistic": f"median of {config.repeats} interleaved steps after {config.warmup} "
+                     f"warm-up step(s)",
+        "clock": config.clock, "fast_mode": config.fast_mode,
+        "threads": torch.get_num_threads(),
+        "load_average_before": result.load_before, "load_average_after": result.load_after,
+    }
+    return Outcome(metrics, extra, error, notes)

@@ -132,9 +132,8 @@ def _split(spec: list[str] | str) -> list[str]:
 
 
 def resolve_tasks(spec: list[str] | str) -> list[str]:
-    """Task names from names or wildcards; an unknown name is a "did you mean" error. ``*`` alone
-    is every task outside the cost track: cost benches time the machine, so they run alone and
-    by name (``--tasks bench_scorers``), never beside other workers' cells."""
+    """Task names from names or wildcards; an unknown name is a "did you mean" error. A bare
+    ``*`` leaves out the tasks that run only when asked (``Task.on_request``: the benches)."""
     from tasks import TaskError, get_task_class, list_tasks
 
     names: list[str] = []
@@ -142,7 +141,7 @@ def resolve_tasks(spec: list[str] | str) -> list[str]:
         if any(c in part for c in "*?["):
             found = list_tasks(part)
             if part == "*":
-                found = [n for n in found if get_task_class(n).track != "cost"]
+                found = [n for n in found if not get_task_class(n).on_request]
             if not found:
                 raise TaskError(f"no task matches {part!r}; `scorebench ls tasks` lists them")
         else:

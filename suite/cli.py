@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         import scorers
 
         for path in args.plugin:
-            scorers.load_plugin(path)
+            if not scorers.load_plugin(path, report=False):
+                print(f"scorebench: --plugin {path} failed to import, so the scorers and tasks it "
+                      f"registers are missing; fix the file or leave the option out:\n"
+                      f"{scorers.PLUGIN_FAILURES[-1].traceback}", file=sys.stderr)
+                return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

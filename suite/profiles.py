@@ -10,6 +10,7 @@ A profile file holds::
     scorers = "*"                # names, aliases or wildcards
     seeds = 3                    # a count (seeds 0..n-1) or a list of seeds
     time_limit_s = 1800          # per cell; 0 means no limit
+    fast = "auto"                # the scorers' fast paths in training: "auto" (default) or "off"
     [tasks.icl_linear]           # overrides of that task's Config dataclass
     n_layer = 2
     [scorer_kwargs.ssa]          # keyword arguments of a scorer, for every cell that runs it
@@ -40,7 +41,8 @@ DEFAULT_PROFILE = "cpu"
 
 TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate")
 ESTIMATE_KEYS = ("device", "seconds_per_cell")
-RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s")
+RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s", "fast")
+FAST_MODES = ("auto", "off")
 REQUIRED_RUN_KEYS = ("tasks", "scorers", "seeds")
 
 
@@ -67,6 +69,9 @@ class Profile:
     scorer_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     estimate: dict[str, Any] = field(default_factory=dict)
+    # Not part of a cell's identity: a fast path computes the scorer's own formula (tests hold it
+    # to the reference), like the device or the micro-batching; provenance.fast_paths says which.
+    fast: str = "auto"
 
     def origin(self, dotted_key: str) -> str:
         return self.origins.get(dotted_key, self.files[-1])
@@ -208,6 +213,10 @@ def load_profile(spec: str | Path | None = None) -> Profile:
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
         raise ProfileError(f"{origins.get('run.time_limit_s', where)}: [run] time_limit_s must "
                            f"be a number of seconds >= 0 (0 = no limit), got {limit!r}")
+    fast = run.get("fast", "auto")
+    if fast not in FAST_MODES:
+        raise ProfileError(f"{origins.get('run.fast', where)}: [run] fast must be one of "
+                           f"{', '.join(repr(m) for m in FAST_MODES)}, got {fast!r}")
     return Profile(
         name=name,
         description=str(merged.get("description", "")),
@@ -220,6 +229,7 @@ def load_profile(spec: str | Path | None = None) -> Profile:
         scorer_kwargs=merged.get("scorer_kwargs", {}),
         origins=origins,
         estimate=_estimate(merged.get("estimate", {}), origins.get("estimate.device", where)),
+        fast=fast,
     )
 
 

@@ -13,7 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from .executors import Event, Progress as CellProgress, Started
-from .records import FAILED_STATUSES
+from .records import HARNESS_FAILURES
 from .runner import CellJob, failure_reason
 from .scheduler import RunSummary
 
@@ -70,7 +70,7 @@ class RichReporter:
         self.console.print(
             f"[{STYLE.get(status, 'white')}]{status:>8}[/] {escape(job.cell.label)} "
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
-        self.tally.finished(status in FAILED_STATUSES)
+        self.tally.finished(status in HARNESS_FAILURES)
         self.console.print(f"[dim]{self.tally.line()}[/]")
 
     def note(self, text: str) -> None:
@@ -141,7 +141,7 @@ def print_summary(console: Console, summary: RunSummary, results: str) -> None:
                              str(r["cell"]["seed"]), f"[{style}]{r['status']}",
                              escape(failure_reason(r)))
         console.print(failures)
-        if any(r["status"] in FAILED_STATUSES for r in bad):
+        if any(r["status"] in HARNESS_FAILURES for r in bad):
             console.print(f"`scorebench show CELL --results {results}` prints a record in full; "
                           f"`--rerun failed` runs error/oom/timeout cells again.")
     console.print(f"{len(summary.records)} cell(s) run, records in {results}; "

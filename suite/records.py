@@ -20,10 +20,16 @@ SCHEMA_VERSION = 1
 RECORDS_VERSION = 1
 RECORD_SUFFIXES = (".json", ".json.gz")
 
+TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
 STATUSES = ("ok", "diverged", "nan", "oom", "timeout", "error", "skipped")
-# Outcomes of the harness or the machine, not of the cell's numerics: `--rerun failed` reruns these
-# and `--fail-fast` stops on them. `nan` and `diverged` are results, reproducible from the seed.
-FAILED_STATUSES = ("error", "oom", "timeout")
+# Training failures are results of the cell's numerics, reproducible from the seed; the leaderboard
+# counts them against the scorer.
+TRAINING_FAILURES = ("diverged", "nan")
+# Outcomes of the harness or the machine: `--rerun failed` reruns these and `--fail-fast` stops
+# on them.
+HARNESS_FAILURES = ("error", "oom", "timeout")
+# Every status that is neither ok nor skipped.
+FAILURES = TRAINING_FAILURES + HARNESS_FAILURES
 
 CELL_FIELDS = {
     "task": str, "task_version": int, "track": str, "scorer": str, "scorer_version": int,

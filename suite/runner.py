@@ -37,6 +37,7 @@ class CellJob:
     time_limit_s: float | None = None
     workdir: str | None = None  # the cell's scratch directory (checkpoints, caches)
     accumulation: int = 1       # micro-batches per training batch (RunContext.accumulation)
+    fast: str = "off"           # the scorers' fast paths in training (RunContext.fast)
 
     @property
     def cell_id(self) -> str:
@@ -45,12 +46,12 @@ class CellJob:
     def to_json(self) -> dict:
         return {"cell": self.cell.to_dict(), "skip_reason": self.skip_reason,
                 "time_limit_s": self.time_limit_s, "workdir": self.workdir,
-                "accumulation": self.accumulation}
+                "accumulation": self.accumulation, "fast": self.fast}
 
     @classmethod
     def from_json(cls, d: dict) -> "CellJob":
         return cls(Cell.from_dict(d["cell"]), d.get("skip_reason"), d.get("time_limit_s"),
-                   d.get("workdir"), int(d.get("accumulation", 1)))
+                   d.get("workdir"), int(d.get("accumulation", 1)), str(d.get("fast", "off")))
 
 
 def default_device() -> str:
@@ -154,6 +155,19 @@ def _summary_line(tb: str) -> str:
     return lines[-1] if lines else ""
 
 
+def build_record(cell: Cell, status: str, message: str, step: int | None, out: dict,
+                 metric_specs: dict, provenance: dict) -> dict:
+    """The one builder of a record (suite/SCHEMA.md) for every cell, whatever ran it; ``out``
+    holds the result's ``metrics``, ``grids``, ``items`` and ``extra`` (missing ones are empty)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
+        "status": status, "message": message, "step": step,
+        "metrics": out.get("metrics", {}), "metric_specs": metric_specs,
+        "grids": out.get("grids", {}), "items": out.get("items", {}),
+        "extra": out.get("extra", {}), "provenance": provenance,
+    }
+
+
 def run_cell(job: CellJob, *, device: str | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict:
     """Run ``job`` and return its record (validated against the schema)."""
@@ -168,6 +182,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
     out: dict[str, Any] = {"metrics": {}, "grids": {}, "items": {}, "extra": {}}
     metric_specs: dict[str, dict] = {}
     workdir = Path(job.workdir) if job.workdir else None
+    ctx = None
     try:
         task = create_task(cell.task)
         metric_specs = {name: m.spec() for name, m in task.metrics.items()}
@@ -178,10 +193,11 @@ def run_cell(job: CellJob, *, device: str | None = None,
             status, message = "skipped", job.skip_reason
         else:
             config = config_object(task, cell.config)
+            metric_specs = {name: m.spec() for name, m in task.metrics_for(config).items()}
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
-                             accumulation=job.accumulation)
+                             accumulation=job.accumulation, fast=job.fast)
             seed_everything(cell.seed)
             with time_limit(job.time_limit_s):
                 result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)
@@ -207,17 +223,15 @@ def run_cell(job: CellJob, *, device: str | None = None,
         _remove_if_empty(workdir)
     wall = time.perf_counter() - t0
     extra = out["extra"] if isinstance(out["extra"], dict) else {}
-    record = {
-        "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
-        "status": status, "message": message, "step": step,
-        "metrics": out["metrics"], "metric_specs": metric_specs, "grids": out["grids"],
-        "items": out["items"], "extra": out["extra"],
-        "provenance": provenance(device=device, dtype=str(extra.get("dtype", "float32")),
-                                 wall_time_s=wall, peak_mb=peak_memory_mb(device),
-                                 started=started, finished=utc_now()),
-    }
+    record = build_record(cell, status, message, step, out, metric_specs,
+                          provenance(device=device, dtype=str(extra.get("dtype", "float32")),
+                                     wall_time_s=wall, peak_mb=peak_memory_mb(device),
+                                     started=started, finished=utc_now()))
     if job.accumulation != 1:
         record["provenance"]["accumulation"] = job.accumulation
+    if ctx is not None and ctx.fast_paths:
+        record["provenance"]["fast"] = job.fast
+        record["provenance"]["fast_paths"] = dict(ctx.fast_paths)
     try:
         return validate_record(record)
     except RecordError as e:
@@ -278,15 +292,11 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
         metric_specs = {n: m.spec() for n, m in get_task_class(job.cell.task).metrics.items()}
     except Exception:  # noqa: BLE001 - the record is still valid without them
         pass
-    record = {
-        "schema_version": SCHEMA_VERSION, "cell_id": job.cell.id, "cell": job.cell.to_dict(),
-        "status": status, "message": message, "step": None, "metrics": {},
-        "metric_specs": metric_specs, "grids": {}, "items": {}, "extra": {},
-        "provenance": provenance(device=device, dtype="float32", wall_time_s=wall_time_s,
-                                 peak_mb=None, started=started or utc_now(),
-                                 finished=utc_now(), hardware_name=hardware_name),
-    }
-    return validate_record(record)
+    return validate_record(build_record(
+        job.cell, status, message, None, {}, metric_specs,
+        provenance(device=device, dtype="float32", wall_time_s=wall_time_s, peak_mb=None,
+                   started=started or utc_now(), finished=utc_now(),
+                   hardware_name=hardware_name)))
 
 
 def failure_reason(record: dict) -> str:

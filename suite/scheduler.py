@@ -16,7 +16,7 @@ from typing import Protocol
 
 from .cells import PlannedCell
 from .executors import Event, Executor
-from .records import FAILED_STATUSES, RECORDS_VERSION, stale_reason
+from .records import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
 from .runner import CellJob, run_cell
 from .store import ResultStore
 
@@ -59,7 +59,7 @@ class RunSummary:
 
     @property
     def failed(self) -> list[dict]:
-        return [r for r in self.records if r["status"] in FAILED_STATUSES]
+        return [r for r in self.records if r["status"] in HARNESS_FAILURES]
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r["status"] == status)
@@ -71,28 +71,29 @@ def should_rerun(record: dict, rerun: str | None) -> bool:
     if rerun == "all":
         return True
     if rerun == "failed":
-        return record["status"] in FAILED_STATUSES
+        return record["status"] in HARNESS_FAILURES
     raise ValueError(f"--rerun must be one of {RERUN_CHOICES}, got {rerun!r}")
 
 
 def make_jobs(planned: list[PlannedCell], store: ResultStore,
-              time_limit_s: float | None) -> list[CellJob]:
+              time_limit_s: float | None, fast: str = "off") -> list[CellJob]:
     return [CellJob(p.cell, p.skip_reason, time_limit_s,
-                    str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id))
+                    str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id),
+                    fast=fast)
             for p in planned]
 
 
 def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor, *,
               rerun: str | None = None, fail_fast: bool = False,
               time_limit_s: float | None = None, reporter: Reporter | None = None,
-              poll_s: float = 1.0) -> RunSummary:
+              poll_s: float = 1.0, fast: str = "off") -> RunSummary:
     """Run the cells of ``planned`` that need running; return what happened."""
     reporter = reporter or NullReporter()
     t0, run_started = time.perf_counter(), time.time()
     summary = RunSummary()
     pending: deque[CellJob] = deque()
     stale = 0
-    for job in make_jobs(planned, store, time_limit_s):
+    for job in make_jobs(planned, store, time_limit_s, fast):
         record = store.existing(job.cell)
         is_stale = record is not None and stale_reason(record) is not None
         if record is not None and not should_rerun(record, rerun) and not is_stale:
@@ -121,7 +122,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
         store.release(claim)
         summary.records.append(record)
         reporter.finished(job, record)
-        if fail_fast and record["status"] in FAILED_STATUSES:
+        if fail_fast and record["status"] in HARNESS_FAILURES:
             summary.stopped_early = True
 
     claims: dict[str, object] = {}

@@ -13,9 +13,9 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from .registry import TaskError
+from suite.records import TRACKS  # noqa: F401  (the tracks a task may name)
 
-TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
+from .registry import TaskError
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,10 @@ class RunContext:
     # Split every training batch into this many micro-batches (the same effective batch); the
     # harness doubles it for the one retry after an out-of-memory (Task.supports_accumulation).
     accumulation: int = 1
+    # The scorers' fast paths in training (``[run] fast``: "auto" or "off"), applied by
+    # tasks.training.prepare_model, which notes the path each scorer ran in ``fast_paths``.
+    fast: str = "off"
+    fast_paths: dict[str, str] = field(default_factory=dict)
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:
@@ -105,11 +109,16 @@ class Task:
     version: ClassVar[int] = 1
     track: ClassVar[str] = "icl"
     supports_accumulation: ClassVar[bool] = False  # honours RunContext.accumulation
+    # Run only when asked: a bare "*" in a task list leaves the task out (the cost track's benches)
+    on_request: ClassVar[bool] = False
     Config: ClassVar[type]
     metrics: ClassVar[dict[str, Metric]] = {}
 
     def config(self, overrides: dict[str, Any] | None = None, *, source: str = "profile"):
-        """The task's config with ``overrides`` applied; an unknown key is an error that names it."""
+        """The task's config with ``overrides`` applied. Every task's config is checked here: an
+        unknown key, or a value not of its field's type (``int``, ``float``, ``bool``, ``str``,
+        ``tuple[...]``), is an error that names the key; ints become floats for float fields and
+        lists tuples for tuple fields. The Config's ``__post_init__`` then checks ranges."""
         fields = {f.name: f for f in dataclasses.fields(self.Config)}
         overrides = dict(overrides or {})
         unknown = sorted(set(overrides) - set(fields))
@@ -118,7 +127,17 @@ class Task:
                 f"{source}: unknown key(s) {unknown} for task {self.name!r}; "
                 f"valid keys: {', '.join(sorted(fields))}"
             )
-        return self.Config(**overrides)
+        values = {}
+        for key, value in overrides.items():
+            try:
+                values[key] = coerce_value(fields[key], value)
+            except TaskError as e:
+                raise TaskError(f"{source}: task {self.name!r}: {e}") from None
+        return self.Config(**values)
+
+    def metrics_for(self, config) -> dict[str, Metric]:
+        """The metrics a cell of ``config`` declares (``metrics`` unless they depend on it)."""
+        return self.metrics
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""
@@ -127,6 +146,56 @@ class Task:
     def run(self, scorer: str, scorer_kwargs: dict[str, Any], seed: int, config: Any,
             ctx: RunContext) -> TaskResult:
         raise NotImplementedError
+
+
+def _kind(f: dataclasses.Field) -> str:
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def coerce_value(f: dataclasses.Field, value: Any) -> Any:
+    """``value`` checked against the annotation of the config field ``f`` and normalized (TOML
+    lists -> tuples, ints -> floats, integral floats -> ints); a mismatch is a TaskError."""
+    kind = _kind(f)
+    try:
+        if kind.startswith("tuple"):
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise TypeError
+            inner = kind[kind.index("[") + 1:].split(",")[0].strip() if "[" in kind else "any"
+            return tuple(_scalar(v, inner) for v in value)
+        return _scalar(value, kind)
+    except (TypeError, ValueError):
+        raise TaskError(f"config key {f.name!r} must be of type {kind}, got {value!r}") from None
+
+
+def coerce_field_types(cfg) -> None:
+    """Check and normalize every value of a config dataclass in place (see :func:`coerce_value`);
+    for a Config's ``__post_init__``, so that one built directly is checked too."""
+    for f in dataclasses.fields(cfg):
+        setattr(cfg, f.name, coerce_value(f, getattr(cfg, f.name)))
+
+
+def _scalar(value, kind: str):
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise TypeError
+        return value
+    if isinstance(value, bool):
+        raise TypeError
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if not isinstance(value, int):
+            raise TypeError
+        return value
+    if kind == "float":
+        if not isinstance(value, (int, float)):
+            raise TypeError
+        return float(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TypeError
+        return value
+    return value
 
 
 def micro_batches(batch_size: int, accumulation: int) -> list[slice]:

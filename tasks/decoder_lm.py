@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from .base import Metric, RunContext, Task, TaskResult, TrainingFailure, micro_batches
+from .base import Metric, RunContext, Task, TaskResult
 from .data import corpora, fineweb
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
@@ -37,6 +37,8 @@ from .lmeval.scoring import LogLikelihoodScorer
 from .lmeval.zeroshot import run_benchmark
 from .models.decoder import Decoder, DecoderConfig, parameter_counts
 from .registry import TaskError, register_task
+from .training import (Divergence, accumulated_backward, autocast as autocast_to, prepare_model,
+                       row_share, scorer_parameter_values, training_dtype)
 
 PPL_SETS = ("heldout", "wikipedia", "wikitext", "c4")
 CHECKPOINT = "decoder.safetensors"
@@ -78,7 +80,7 @@ class DecoderLMConfig:
     adam_eps: float = 1e-5
     grad_clip: float = 1.0
     bf16: bool = True                     # autocast to bfloat16 on CUDA (CPU runs in fp32)
-    diverge_factor: float = 1.5           # diverged: mean loss of a log interval > factor * ln(V)
+    diverge_factor: float = 1.5           # diverged: smoothed loss > factor * ln(V) (training.py)
     log_every: int = 50
     # evaluation
     ppl_protocol: str = "rolling"         # rolling | windows
@@ -194,7 +196,8 @@ def load_checkpoint(workdir: Path, device: torch.device | str = "cpu"
 
 def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
           ctx: RunContext, autocast: bool) -> dict:
-    """Train in place; raises :class:`TrainingFailure` on a non-finite or diverged loss."""
+    """Train in place; raises :class:`TrainingFailure` by the rule of
+    :class:`tasks.training.Divergence` (reference ln V)."""
     device = ctx.device
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and ".scorer." not in n]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 or ".scorer." in n]
@@ -202,7 +205,8 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps)
     rng = np.random.default_rng(seed)
-    L, limit = cfg.max_len, cfg.diverge_factor * math.log(model.cfg.vocab_size)
+    L = cfg.max_len
+    rule = Divergence(cfg.diverge_factor, math.log(model.cfg.vocab_size))
     if len(stream) < L + 2:
         raise TaskError(f"decoder_lm: the training stream has {len(stream)} tokens, fewer than "
                         f"max_len + 2 = {L + 2}")
@@ -215,28 +219,21 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
         opt.zero_grad(set_to_none=True)
-        loss = 0.0
-        for part in micro_batches(len(batch), ctx.accumulation):
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                part_loss = model.loss(batch[part, :-1], batch[part, 1:])
-            part_loss = part_loss * ((part.stop - part.start) / len(batch))
-            part_loss.backward()
-            loss = loss + part_loss.detach()
+
+        def part_loss(part, batch=batch):
+            with autocast_to(device, autocast):
+                return model.loss(batch[part, :-1], batch[part, 1:]) * row_share(part, len(batch))
+
+        loss = accumulated_backward(len(batch), ctx.accumulation, part_loss)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         value = loss.item()
-        if not math.isfinite(value) or not math.isfinite(float(grad_norm)):
-            raise TrainingFailure("nan", step, f"non-finite loss {value} or gradient norm "
-                                               f"{float(grad_norm)} at step {step}")
+        rule.check(step, value, float(grad_norm))
         opt.step()
         window.append(value)
         if len(window) == cfg.log_every or step == cfg.steps - 1:
-            mean = float(np.mean(window))
             curve_steps.append(step + 1)
-            curve_loss.append(mean)
+            curve_loss.append(float(np.mean(window)))
             window = []
-            if step >= cfg.warmup_steps and mean > limit:
-                raise TrainingFailure("diverged", step, f"mean training loss {mean:.3f} at step "
-                                      f"{step + 1} exceeds {cfg.diverge_factor} x ln(V) = {limit:.3f}")
         ctx.report(step + 1, cfg.steps)
     model.eval()
     return {"loss_curve": {"step": curve_steps, "loss": curve_loss}}
@@ -261,7 +258,7 @@ class DecoderLM(Task):
         data_seconds = time.perf_counter() - t0
         model_cfg = cfg.model_config(tok.vocab_size, scorer, scorer_kwargs)
         fp = fingerprint(cfg, scorer, scorer_kwargs, seed, tok.sha256)
-        extra: dict = {"dtype": "bfloat16" if autocast else "float32", "fingerprint": fp,
+        extra: dict = {"dtype": training_dtype(device, autocast), "fingerprint": fp,
                        "tokenizer_sha256": tok.sha256, "vocab_size": tok.vocab_size,
                        "train_tokens": int(len(data.train)),
                        "tokens_seen": cfg.steps * cfg.batch_size * cfg.max_len,
@@ -270,9 +267,11 @@ class DecoderLM(Task):
         if meta_path is not None and meta_path.is_file() and \
                 json.loads(meta_path.read_text()).get("fingerprint") == fp:
             model, _, meta = load_checkpoint(ctx.workdir, device)
+            prepare_model(model, ctx)
             extra.update(meta["train_extra"], resumed_from_checkpoint=True)
         else:
             model = Decoder(model_cfg, seed=seed).to(device)
+            prepare_model(model, ctx)
             t1 = time.perf_counter()
             train_extra = train(model, data.train, cfg, seed, ctx, autocast)
             train_extra["train_seconds"] = time.perf_counter() - t1
@@ -282,7 +281,7 @@ class DecoderLM(Task):
                                 {"fingerprint": fp, "model": asdict(model_cfg), "seed": seed,
                                  "step": cfg.steps, "train_extra": train_extra})
         extra["parameters"] = parameter_counts(model)
-        extra["scorer_parameters"] = model.scorer_parameters()
+        extra["scorer_parameters"] = scorer_parameter_values(model)
         metrics: dict[str, float] = {"train_loss": extra["loss_curve"]["loss"][-1]}
         items: dict[str, list] = {}
         t1 = time.perf_counter()

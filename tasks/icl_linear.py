@@ -27,16 +27,14 @@ from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
     ICLTaskConfig,
     build_model,
-    generator,
     grid,
     mean_of,
     predict,
     save_checkpoint,
-    scorer_parameter_values,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
+from .training import generator, scorer_parameter_values, training_dtype
 
 
 def sample_linear(gen: torch.Generator, batch: int, points: int):
@@ -132,7 +130,7 @@ class ICLLinear(Task):
             ctx: RunContext) -> TaskResult:
         cfg = config
         total = cfg.train_steps + 1
-        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device)
+        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
                     progress_total=total)
         grids: dict = {}

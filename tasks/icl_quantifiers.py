@@ -35,16 +35,14 @@ from .icl_training import (
     ICLTaskConfig,
     attention,
     build_model,
-    generator,
     grid,
     mean_of,
     predict,
     save_checkpoint,
-    scorer_parameter_values,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
+from .training import generator, scorer_parameter_values, training_dtype
 
 QUANTIFIERS = ("every", "some")
 IGNORED_PREDICTIONS = 3
@@ -174,14 +172,14 @@ class ICLQuantifiers(Task):
                  "dtype": training_dtype(ctx.device), "eval_dtype": "float32",
                  "train": {}, "scorer_parameters": {}, "checkpoints": {}}
         for i, q in enumerate(cfg.quantifiers):
-            model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device)
+            model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
             log = train(model, cfg, sample_sequences(q), bce_loss,
                         generator(seed, "icl_quantifiers", q, "train"), ctx,
                         progress_offset=i * per_model, progress_total=total)
             extra["train"][q] = {"steps": log.steps, "final_points": log.final_points,
                                  "first_loss": log.first_loss, "last_loss": log.last_loss,
                                  "loss_curve": log.loss_curve, "parameters": model.num_parameters()}
-            extra["scorer_parameters"][q] = scorer_parameter_values(model)
+            extra["scorer_parameters"].update(scorer_parameter_values(model, prefix=f"{q}."))
             checkpoint = save_checkpoint(model, ctx, f"icl_quantifiers_{q}")
             if checkpoint:
                 extra["checkpoints"][q] = checkpoint

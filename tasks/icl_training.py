@@ -1,36 +1,19 @@
-"""What both ICL tasks share: the config fields, seeding, the curriculum, the training loop, evaluation
-helpers and grid records.
-
-Seeding: every random stream of a cell is a ``torch.Generator`` seeded with
-``derive_seed(cell seed, *labels)`` (sha256 of the labels), so the data, the evaluation items and the
-initial weights depend only on the cell seed, never on the scorer, the worker or the order of cells.
+"""What both ICL tasks share: the config fields, the curriculum, the training loop, evaluation
+helpers and grid records. Seeds, precision, the accumulated step, the divergence rule and the
+scorer parameters of the record come from :mod:`tasks.training`.
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import hashlib
-import inspect
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .base import RunContext, TrainingFailure, micro_batches
+from .base import RunContext, coerce_field_types
 from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
-
-
-def derive_seed(seed: int, *labels) -> int:
-    """A 63-bit seed for the stream named ``labels`` of the cell seeded with ``seed``."""
-    digest = hashlib.sha256(json.dumps([int(seed), *labels]).encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
-
-def generator(seed: int, *labels) -> torch.Generator:
-    return torch.Generator().manual_seed(derive_seed(seed, *labels))
+from .training import Divergence, accumulated_backward, autocast, derive_seed, prepare_model, row_share
 
 
 @dataclass
@@ -52,7 +35,8 @@ class ICLTaskConfig:
     curriculum_end: int = 41
     curriculum_increment: int = 2
     curriculum_every: int = 2000
-    # failure rule: a non-finite loss is "nan"; a loss above diverge_factor x the first loss is "diverged"
+    # failure rule (tasks.training.Divergence): a non-finite loss is "nan"; the smoothed loss above
+    # diverge_factor x the first loss is "diverged"
     diverge_factor: float = 1e4
     # evaluation
     eval_sequences: int = 64
@@ -99,48 +83,6 @@ class ICLTaskConfig:
                             "raise n_positions or shorten the grid")
 
 
-def coerce_field_types(cfg) -> None:
-    """Check and normalize a config dataclass's values (TOML lists -> tuples, ints -> floats)."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        try:
-            if kind.startswith("tuple"):
-                if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                    raise TypeError
-                inner = kind[kind.index("[") + 1:].split(",")[0].strip()
-                value = tuple(_scalar(v, inner) for v in value)
-            else:
-                value = _scalar(value, kind)
-        except (TypeError, ValueError):
-            raise TaskError(f"config key {f.name!r} must be of type {kind}, got {value!r}") from None
-        setattr(cfg, f.name, value)
-
-
-def _scalar(value, kind: str):
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise TypeError
-        return value
-    if isinstance(value, bool):
-        raise TypeError
-    if kind == "int":
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if not isinstance(value, int):
-            raise TypeError
-        return value
-    if kind == "float":
-        if not isinstance(value, (int, float)):
-            raise TypeError
-        return float(value)
-    if kind == "str":
-        if not isinstance(value, str):
-            raise TypeError
-        return value
-    return value
-
-
 @dataclass(frozen=True)
 class Curriculum:
     """Points per sequence at a step: T starts at ``start``, grows by ``increment`` every ``every``
@@ -156,24 +98,16 @@ class Curriculum:
 
 
 def build_model(cfg: ICLTaskConfig, scorer: str, scorer_kwargs: dict, seed: int,
-                device: torch.device) -> ICLModel:
-    """The backbone for ``scorer``; shared parameters depend only on ``seed``."""
+                device: torch.device, ctx: RunContext | None = None) -> ICLModel:
+    """The backbone for ``scorer``; shared parameters depend only on ``seed``. With ``ctx``, its
+    scorers get the fast paths of ``ctx.fast`` (:func:`tasks.training.prepare_model`)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "scorer-construction"))
         model = ICLModel(cfg.model_config(scorer, scorer_kwargs), seed=derive_seed(seed, "init"))
-    return model.to(device)
-
-
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA; full precision elsewhere."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def training_dtype(device: torch.device) -> str:
-    """What the record's provenance calls the training precision."""
-    return "bfloat16" if device.type == "cuda" else "float32"
+    model = model.to(device)
+    if ctx is not None:
+        prepare_model(model, ctx)
+    return model
 
 
 @dataclass
@@ -188,12 +122,8 @@ class TrainLog:
 def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callable,
           gen: torch.Generator, ctx: RunContext, progress_offset: int = 0,
           progress_total: int | None = None) -> TrainLog:
-    """Adam on fresh batches ``sample(gen, batch_size, T) -> (xs, ys)``; raises TrainingFailure.
-
-    A loss that is NaN/inf ends training with status ``nan``; a loss above
-    ``diverge_factor`` x the first step's loss ends it with status ``diverged``. ``step`` in the
-    failure is the number of optimizer steps completed before the bad loss.
-    """
+    """Adam on fresh batches ``sample(gen, batch_size, T) -> (xs, ys)``; raises TrainingFailure
+    by the rule of :class:`tasks.training.Divergence` (reference: the first step's loss)."""
     device = next(model.parameters()).device
     curriculum = cfg.curriculum()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -206,26 +136,28 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
     pending: list[tuple[int, int, torch.Tensor]] = []
     first_loss = None
     last_loss = math.nan
+    rule = Divergence(cfg.diverge_factor, context=f"lr={cfg.lr:g}")
     model.train()
     for step in range(cfg.train_steps):
         points = curriculum.points(step)
         xs, ys = sample(gen, cfg.batch_size, points)
         xs, ys = xs.to(device), ys.to(device)
         opt.zero_grad(set_to_none=True)
-        loss = 0.0
-        for part in micro_batches(len(xs), ctx.accumulation):
+
+        def part_loss(part, xs=xs, ys=ys):
             with autocast(device):
                 pred = model(xs[part], ys[part])
-            part_loss = loss_fn(pred.float(), ys[part]) * ((part.stop - part.start) / len(xs))
-            part_loss.backward()
-            loss = loss + part_loss.detach()
-        pending.append((step, points, loss.detach()))
+            return loss_fn(pred.float(), ys[part]) * row_share(part, len(xs))
+
+        loss = accumulated_backward(len(xs), ctx.accumulation, part_loss)
+        pending.append((step, points, loss))
         if len(pending) == check_every or step == cfg.train_steps - 1:
             values = torch.stack([p[2] for p in pending]).float().cpu().tolist()
             for (s, t, _), value in zip(pending, values):
                 if first_loss is None:
                     first_loss = value
-                _check_loss(value, first_loss, s, t, cfg)
+                rule.context = f" (T={t}, lr={cfg.lr:g})"
+                rule.check(s, value)
                 window.append(value)
                 last_loss = value
                 if len(window) == log_every or s == cfg.train_steps - 1:
@@ -240,16 +172,6 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
     model.eval()
     return TrainLog(steps=cfg.train_steps, final_points=curriculum.points(cfg.train_steps - 1),
                     loss_curve=curve, first_loss=first_loss, last_loss=last_loss)
-
-
-def _check_loss(value: float, first: float, step: int, points: int, cfg: ICLTaskConfig) -> None:
-    if not math.isfinite(value):
-        raise TrainingFailure("nan", step, f"training loss became {value} at step {step} "
-                              f"(T={points}, lr={cfg.lr:g})")
-    if value > cfg.diverge_factor * max(first, 1e-8):
-        raise TrainingFailure("diverged", step, f"training loss {value:.4g} at step {step} exceeds "
-                              f"{cfg.diverge_factor:g} x the first loss {first:.4g} (T={points}, "
-                              f"lr={cfg.lr:g})")
 
 
 @torch.no_grad()
@@ -273,33 +195,6 @@ def attention(model: ICLModel, xs: torch.Tensor, ys: torch.Tensor, batch_tokens:
         w = model.attention_weights(xs[i:i + chunk].to(device), ys[i:i + chunk].to(device))
         outs.append(reduce(w.float(), slice(i, i + chunk)).cpu())
     return torch.cat(outs)
-
-
-def scorer_parameter_values(model: ICLModel) -> dict[str, list[float]]:
-    """The scorers' own parameters per layer, e.g. ``{"layer0.rho": [1.31], "layer0.n": [1.52]}``:
-    the raw parameters, plus the value of every ``<name>_value()`` method a scorer offers that
-    takes no argument (e.g. SSA's n = softplus(rho))."""
-    values = {}
-    for i, scorer in enumerate(model.scorer_modules()):
-        params = dict(scorer.named_parameters())
-        for name, p in params.items():
-            values[f"layer{i}.{name}"] = _floats(p)
-        if not params:
-            continue
-        for attr in dir(type(scorer)):
-            method = getattr(scorer, attr, None)
-            if not attr.endswith("_value") or not callable(method):
-                continue
-            required = [p for p in inspect.signature(method).parameters.values()
-                        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-            if not required:
-                with torch.no_grad():
-                    values[f"layer{i}.{attr[:-len('_value')]}"] = _floats(torch.as_tensor(method()))
-    return values
-
-
-def _floats(t: torch.Tensor) -> list[float]:
-    return [float(v) for v in t.detach().float().cpu().flatten()]
 
 
 def grid(rows_name: str, rows, cols_name: str, cols, values) -> dict:

@@ -1,6 +1,7 @@
 """The task registry: ``@register_task``, ``create_task``, ``list_tasks``."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 
@@ -40,3 +41,14 @@ def create_task(name: str):
 def list_tasks(pattern: str = "*") -> list[str]:
     patterns = [p.strip() for p in pattern.split(",") if p.strip()]
     return sorted(n for n in _TASKS if any(fnmatch.fnmatchcase(n, p) for p in patterns))
+
+
+@contextlib.contextmanager
+def scoped():
+    """Tasks registered inside the block are unregistered when it ends (for tests)."""
+    saved = dict(_TASKS)
+    try:
+        yield
+    finally:
+        _TASKS.clear()
+        _TASKS.update(saved)

@@ -35,9 +35,10 @@ import torch
 import scorers
 from scorers import causal_mask
 
-from .base import Metric, RunContext, Task, TaskResult
-from .icl_training import coerce_field_types, generator, grid, mean_of
+from .base import Metric, RunContext, Task, TaskResult, coerce_field_types
+from .icl_training import grid, mean_of
 from .registry import TaskError, register_task
+from .training import generator, scorer_parameter_values
 
 
 @dataclass
@@ -111,8 +112,7 @@ class SaturationProbe(Task):
         metrics, items, grids = {}, {}, {}
         extra = {"kind": module.kind, "normalization": module.normalization, "dtype": "float64",
                  "n_keys": cfg.n_keys, "rows": cfg.rows, "head_dim": cfg.head_dim,
-                 "scorer_parameters": {n: [float(v) for v in p.detach().flatten()]
-                                       for n, p in module.named_parameters()}}
+                 "scorer_parameters": scorer_parameter_values(module)}
         random_scaled, random_dominant = self.random_rows(module, cfg, seed)
         example_scaled, example_dominant = [], []
         if module.kind == "logits":

@@ -46,14 +46,6 @@ def write_plugin(directory: Path) -> Path:
     return path
 
 
-def isolate_registry(monkeypatch) -> None:
-    """Registrations made by the test (the plugin) vanish when it ends."""
-    from scorers import registry
-
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
-
-
 def publish_html(results: Path, releases: Path, release: str, plugin: Path | None = None) -> int:
     from suite import cli
 

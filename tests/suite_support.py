@@ -23,15 +23,9 @@ def loaded_plugin(path: Path):
     from scorers import registry as scorer_registry
     from tasks import registry as task_registry
 
-    saved = [(d, dict(d)) for d in (task_registry._TASKS, scorer_registry._REGISTRY,
-                                    scorer_registry._ALIASES)]
-    assert scorers.load_plugin(path), f"the test plugin {path.name} failed to import"
-    try:
+    with task_registry.scoped(), scorer_registry.scoped():
+        assert scorers.load_plugin(path), f"the test plugin {path.name} failed to import"
         yield
-    finally:
-        for registry, before in saved:
-            registry.clear()
-            registry.update(before)
 
 
 def plugin_tasks():

@@ -13,10 +13,11 @@ from tasks import get_task_class, list_tasks
 
 from executors_support import job
 
+# One training step and as little evaluation as the tasks allow: only the first loss is compared.
 SHORT = {"icl_linear": {"train_steps": 2, "loss_log_points": 2},
-         "decoder_lm": {"steps": 1, "log_every": 1, "max_items": 4, "heldout_max_tokens": 600,
-                        "ppl_max_tokens": 300},
-         "encoder_mlm": {"max_steps": 1, "log_every": 1, "zorro_pairs": 4,
+         "decoder_lm": {"steps": 1, "log_every": 1, "benchmarks": [], "ppl_sets": ["heldout"],
+                        "heldout_max_tokens": 600},
+         "encoder_mlm": {"max_steps": 1, "log_every": 1, "zorro_pairs": 1, "val_sentences": 10,
                          "dropout": 0.0}}   # dropout masks depend on the micro-batch split
 
 
@@ -45,3 +46,12 @@ def test_split_batches_give_the_same_first_loss(task):
     assert whole["status"] == split["status"] == "ok", (whole["message"], split["message"])
     assert split["provenance"]["accumulation"] == 2
     assert first_loss(split) == pytest.approx(first_loss(whole), rel=1e-5, abs=1e-6)
+
+
+def test_the_record_names_the_path_each_scorer_trained_with():
+    overrides = {**load_profile("smoke").task_overrides["icl_linear"], **SHORT["icl_linear"]}
+    record = run_cell(dataclasses.replace(job("icl_linear", "ssa", **overrides), fast="off"))
+    assert record["status"] == "ok", record["message"]
+    assert record["provenance"]["fast"] == "off"
+    assert record["provenance"]["fast_paths"] == {"ssa": "reference"}
+    assert set(record["extra"]["scorer_parameters"]) >= {"layer0.rho", "layer0.n"}

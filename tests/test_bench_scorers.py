@@ -1,4 +1,5 @@
-"""``scorebench bench scorers``: options, the memory measure, ratios, cost-track records."""
+"""``bench_scorers`` (a cost-track task; ``scorebench bench scorers``): options, the memory
+measure, ratios, records written by the harness's runner."""
 from __future__ import annotations
 
 import statistics
@@ -7,8 +8,10 @@ import pytest
 import torch
 
 from suite.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
-                         parse_shapes, scorer_records, scorer_rows)
+                         parse_shapes, scorer_rows)
+from suite.commands.bench import run_bench_cells
 from suite.records import validate_record
+from tasks import TaskError, create_task
 
 TINY = [[2, 2, 16, 8]]
 
@@ -38,6 +41,10 @@ def test_config_errors_name_the_option():
                            ({"dtype": "int8"}, "--dtype"), ({"block_size": 0}, "--block-size")):
         with pytest.raises(BenchError, match=option):
             ScorerBenchConfig(**kwargs).check()
+        with pytest.raises(TaskError, match=f"bench_scorers: {option}"):
+            create_task("bench_scorers").config(kwargs)
+    with pytest.raises(TaskError, match="shapes"):
+        create_task("bench_scorers").config({"shapes": [[2, 2, 16]]})
 
 
 def test_cpu_peak_memory_counts_tensors_live_at_once():
@@ -74,34 +81,44 @@ def test_ratios_are_medians_over_the_sdpa_median(tiny_bench):
     assert paths == {"softmax": "native", "ssa": "reference", "cosformer": "native"}
 
 
-def test_records_are_cost_track_records(tiny_bench, tmp_path):
-    records = scorer_records(tiny_bench)
+TINY_TASK = {"shapes": TINY, "repeats": 3, "warmup": 1, "fast_mode": "off"}
+
+
+@pytest.fixture(scope="module")
+def tiny_records(tmp_path_factory):
+    results = tmp_path_factory.mktemp("cost")
+    return results, run_bench_cells("bench_scorers", TINY_TASK, "softmax,ssa,cosformer",
+                                    results=str(results))
+
+
+def test_records_are_cost_track_records(tiny_records):
+    results, records = tiny_records
     assert [r["cell"]["scorer"] for r in records] == ["softmax", "ssa", "cosformer"]
     for r in records:
         validate_record(r)
-        assert r["status"] == "ok"
+        assert r["status"] == "ok", r["message"]
         assert r["cell"]["task"] == "bench_scorers" and r["cell"]["track"] == "cost"
-        assert r["metric_specs"]["fwd_bwd_ratio_2x2x16x8"] == {"direction": "lower",
-                                                                "headline": True}
+        assert r["cell"]["profile"] == "bench" and r["cell"]["config"]["shapes"] == TINY
+        spec = r["metric_specs"]["fwd_bwd_ratio_2x2x16x8"]
+        assert (spec["direction"], spec["headline"]) == ("lower", True)
+        assert "fast_ratio_2x2x16x8" not in r["metric_specs"]        # fast_mode off
         times = r["extra"]["times_ms"]["2x2x16x8"]["attend"]
         ref = r["extra"]["reference_ms"]["2x2x16x8"]
         assert r["metrics"]["attend_ratio_2x2x16x8"] == pytest.approx(
             statistics.median(times) / statistics.median(ref), rel=1e-3)
         assert len(r["extra"]["load_average_before"]) == 3
+        assert (results / "bench_scorers" / r["cell"]["scorer"] / f"{r['cell_id']}.json").is_file()
     # The same options give the same cells: a rerun replaces the records.
     assert len({r["cell_id"] for r in records}) == 3
-    assert [r["cell_id"] for r in scorer_records(tiny_bench)] == [r["cell_id"] for r in records]
+    again = run_bench_cells("bench_scorers", TINY_TASK, "softmax", results=None)
+    assert again[0]["cell_id"] == records[0]["cell_id"]
 
 
-def test_leaderboard_shows_the_cost_track(tiny_bench, tmp_path):
+def test_leaderboard_shows_the_cost_track(tiny_records):
     from leaderboard.aggregate import build_board
     from leaderboard.markdown import track_table
-    from suite.store import ResultStore
 
-    store = ResultStore(tmp_path)
-    for record in scorer_records(tiny_bench):
-        store.write(record)
-    table = track_table(build_board(tmp_path), "cost")
+    table = track_table(build_board(tiny_records[0]), "cost")
     assert "bench_scorers" in table
     for name in ("softmax", "ssa", "cosformer"):
         assert name in table
@@ -111,22 +128,25 @@ def test_failing_scorer_is_an_error_record():
     import scorers
     from scorers import registry
 
-    saved = dict(registry._REGISTRY)
+    with registry.scoped():
+        @scorers.register_scorer("bench_test_broken", family="test")
+        class Broken(scorers.LogitsScorer):
+            def weights(self, s, mask):
+                raise RuntimeError("deliberately broken weights")
 
-    @scorers.register_scorer("bench_test_broken", family="test")
-    class Broken(scorers.LogitsScorer):
-        def weights(self, s, mask):
-            raise RuntimeError("deliberately broken weights")
-
-    try:
-        config = ScorerBenchConfig(shapes=TINY, repeats=1, warmup=1, fast_mode="off")
-        (record,) = scorer_records(bench_scorers(["bench_test_broken"], config))
-    finally:
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(saved)
+        (record,) = run_bench_cells("bench_scorers", dict(TINY_TASK, repeats=1),
+                                    "bench_test_broken", results=None)
     validate_record(record)
     assert record["status"] == "error" and record["metrics"] == {}
     assert "deliberately broken weights" in record["message"]
+
+
+def test_a_bare_wildcard_leaves_the_benches_out_and_a_pattern_selects_them():
+    from suite.cells import resolve_tasks
+
+    assert not {"bench_scorers", "bench_train"} & set(resolve_tasks("*"))
+    assert resolve_tasks("bench_*") == ["bench_scorers", "bench_train"]
+    assert "bench_train" in resolve_tasks("icl_linear,bench_train")
 
 
 @pytest.mark.slow
@@ -134,6 +154,7 @@ def test_cli_prints_and_records(tmp_path):
     from suite.cli import main
 
     assert main(["bench", "scorers", "--shapes", "2,2,32,8", "--scorers", "softmax,ssa,sigmoid",
-                 "--repeats", "2", "--warmup", "1", "--results", str(tmp_path)]) == 0
+                 "--repeats", "2", "--warmup", "1", "--fast", "off", "--results",
+                 str(tmp_path)]) == 0
     files = sorted(p.parent.name for p in tmp_path.glob("bench_scorers/*/*.json"))
     assert files == ["sigmoid", "softmax", "ssa"]

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from scorers import causal_mask
 from tasks.models.decoder import Decoder, DecoderConfig, Rotary, parameter_counts
+from tasks.training import scorer_parameter_values
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -107,7 +108,7 @@ def test_rotary_leaves_the_other_dims_and_depends_only_on_relative_position():
     def at(x, t):  # x placed at position t of a length-32 sequence
         seq = torch.zeros(1, 1, 32, 8)
         seq[:, :, t] = x[:, :, 0]
-        return rot.apply(seq)[:, :, t]
+        return rot.rotate(seq)[:, :, t]
 
     assert torch.equal(at(q, 9)[..., 4:], q[:, :, 0, 4:])
     assert torch.allclose(at(q, 0), q[:, :, 0])
@@ -157,8 +158,9 @@ def test_one_seed_gives_every_scorer_the_same_shared_initial_values():
     shared = [k for k in sa if ".scorer." not in k]
     assert all(torch.equal(sa[k], sb[k]) for k in shared)
     assert not torch.equal(sa["embed.weight"], c.state_dict()["embed.weight"])
-    assert b.scorer_parameters()["blocks.0.attn.scorer.rho"] == \
-        pytest.approx([math.log(math.expm1(1.5))], abs=1e-6)
+    values = scorer_parameter_values(b)
+    assert values["layer0.rho"] == pytest.approx([math.log(math.expm1(1.5))], abs=1e-6)
+    assert values["layer0.n"] == pytest.approx([1.5], abs=1e-6)   # n = softplus(rho)
     std = 0.0134
     assert float(a.embed.weight.detach().std()) == pytest.approx(std, rel=0.05)
     fc2 = torch.cat([blk.fc2.weight.detach().flatten() for blk in a.blocks])

@@ -59,6 +59,7 @@ def test_end_marks(gloss, kind, expected):
     ("Chi likes Kitty", "child likes kittie ."),               # lower case before the map
     ("chi+fat", "chi fat ."),                                  # codes only as whole words
     ("g_i joe", "gijoe ."),                                    # merge of the raw gloss
+    ("don't cha want it", "don't you want it ."),              # merge (spelling.py string2w)
 ])
 def test_cleaning(gloss, expected):
     assert aochildes.clean_utterance(gloss, "declarative") == expected
@@ -173,7 +174,7 @@ def test_pair_outcomes_ties_wrong():
 # --------------------------------------------------------------------------------- tokenizer
 
 def test_tokenizer_round_trip_on_zorro():
-    from tasks.encoder_mlm import BOS_ID, EOS_ID, UNK_ID, encode, load_tokenizer, pad_batch
+    from tasks.data.mlm_data import BOS_ID, EOS_ID, UNK_ID, encode, load_tokenizer, pad_batch
 
     tok = load_tokenizer()
     assert tok.get_vocab_size() == 8192

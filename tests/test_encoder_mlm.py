@@ -15,6 +15,8 @@ if not os.environ.get("SCOREBENCH_DATA") and REPO_DATA.is_dir():
 
 from tasks import RunContext, TaskError, TrainingFailure, create_task  # noqa: E402
 from tasks import encoder_mlm as em  # noqa: E402
+from tasks.data import mlm_data as md  # noqa: E402
+from tasks.lmeval import mlm as ev  # noqa: E402
 from tasks.data import zorro  # noqa: E402
 
 
@@ -46,7 +48,7 @@ def test_holistic_cross_entropy_hand_worked():
     probs, p = toy_probs()
     model = UnigramToy(probs)
     seqs = [np.array([5, 6]), np.array([7]), np.array([5, 5, 7]), np.array([6, 5]), np.array([5, 6])]
-    ce = em.holistic_cross_entropy(model, seqs, torch.device("cpu"), batch_size=2)
+    ce = ev.holistic_cross_entropy(model, seqs, torch.device("cpu"), batch_size=2)
     by_hand = [
         -(math.log(p[3, 3]) + math.log(p[5, 5]) + math.log(p[6, 6]) + math.log(p[4, 4])) / 4,
         -(math.log(p[3, 3]) + math.log(p[7, 7]) + math.log(p[4, 4])) / 3,
@@ -70,8 +72,8 @@ def test_holistic_scores_do_not_depend_on_batching():
     model.init_weights(torch.Generator().manual_seed(1))
     rng = np.random.default_rng(0)
     seqs = [rng.integers(6, 30, size=n) for n in rng.integers(1, 9, size=40)]
-    a = em.holistic_cross_entropy(model, seqs, torch.device("cpu"), batch_size=3)
-    b = np.array([em.holistic_cross_entropy(model, [s], torch.device("cpu"))[0] for s in seqs])
+    a = ev.holistic_cross_entropy(model, seqs, torch.device("cpu"), batch_size=3)
+    b = np.array([ev.holistic_cross_entropy(model, [s], torch.device("cpu"))[0] for s in seqs])
     np.testing.assert_allclose(a, b, rtol=1e-5)
 
 
@@ -80,7 +82,7 @@ def test_holistic_scores_do_not_depend_on_batching():
 def batch_of(n_rows=4000, length=10, vocab=8192, seed=0):
     rng = np.random.default_rng(seed)
     seqs = [rng.integers(6, vocab, size=length) for _ in range(n_rows)]
-    return em.pad_batch(seqs)
+    return md.pad_batch(seqs)
 
 
 def within(observed, expected, n):
@@ -90,11 +92,11 @@ def within(observed, expected, n):
 
 def test_babyberta_masking_statistics():
     ids, valid = batch_of()
-    ids[:5, 6:] = em.PAD_ID       # a few shorter rows
+    ids[:5, 6:] = md.PAD_ID       # a few shorter rows
     valid[:5, 6:] = False
-    ids[:5, 5] = em.EOS_ID
-    inputs, sel = em.corrupt(ids, valid, "babyberta", np.random.default_rng(1), 8192, 0.15)
-    maskable = em.maskable_positions(ids, valid)
+    ids[:5, 5] = md.EOS_ID
+    inputs, sel = md.corrupt(ids, valid, "babyberta", np.random.default_rng(1), 8192, 0.15)
+    maskable = md.maskable_positions(ids, valid)
     assert not (sel & ~maskable).any()                        # never <s>, </s> or padding
     assert sel.any(1).all()                                   # re-drawn until something is selected
     full = slice(5, None)
@@ -102,10 +104,10 @@ def test_babyberta_masking_statistics():
     # per row of 10 tokens, selection conditional on non-empty: 0.15 / (1 - 0.85^10)
     assert within(sel[full].sum() / n, 0.15 / (1 - 0.85 ** 10), n)
     chosen = sel.sum()
-    as_mask = (inputs[sel] == em.MASK_ID).mean()
+    as_mask = (inputs[sel] == md.MASK_ID).mean()
     assert within(as_mask, 0.9, chosen)
-    replaced = inputs[sel & (inputs != em.MASK_ID)]
-    assert (replaced >= em.FIRST_RANDOM_ID).all() and (replaced < 8192).all()
+    replaced = inputs[sel & (inputs != md.MASK_ID)]
+    assert (replaced >= md.FIRST_RANDOM_ID).all() and (replaced < 8192).all()
     unchanged = (inputs[sel] == ids[sel]).mean()
     assert unchanged < 0.001                                  # only by a random draw hitting itself
     assert (inputs[~sel] == ids[~sel]).all()
@@ -113,23 +115,23 @@ def test_babyberta_masking_statistics():
 
 def test_hf_masking_statistics():
     ids, valid = batch_of()
-    inputs, sel = em.corrupt(ids, valid, "hf", np.random.default_rng(2), 8192, 0.15)
-    maskable = em.maskable_positions(ids, valid)
+    inputs, sel = md.corrupt(ids, valid, "hf", np.random.default_rng(2), 8192, 0.15)
+    maskable = md.maskable_positions(ids, valid)
     assert not (sel & ~maskable).any()
     n = maskable.sum()
     assert within(sel.sum() / n, 0.15, n)
     chosen = sel.sum()
-    assert within((inputs[sel] == em.MASK_ID).mean(), 0.8, chosen)
+    assert within((inputs[sel] == md.MASK_ID).mean(), 0.8, chosen)
     assert within((inputs[sel] == ids[sel]).mean(), 0.1 + 0.1 / 8192, chosen)
-    other = (inputs[sel] != em.MASK_ID) & (inputs[sel] != ids[sel])
+    other = (inputs[sel] != md.MASK_ID) & (inputs[sel] != ids[sel])
     assert within(other.mean(), 0.1 * (1 - 2 / 8192), chosen)
     assert (inputs[~sel] == ids[~sel]).all()
 
 
 def test_training_items_one_pass():
-    items = em.training_items(7, 10, "shuffled", np.random.default_rng(0))
+    items = md.training_items(7, 10, "shuffled", np.random.default_rng(0))
     assert np.bincount(items).tolist() == [10] * 7 and not np.array_equal(items, np.sort(items))
-    ordered = em.training_items(3, 2, "age_ordered", np.random.default_rng(0))
+    ordered = md.training_items(3, 2, "age_ordered", np.random.default_rng(0))
     assert ordered.tolist() == [0, 0, 1, 1, 2, 2]
 
 
@@ -195,12 +197,12 @@ def test_nan_and_divergence_become_training_failures():
     model = em.build_model(cfg, "softmax", {}, 0, data.vocab_size, torch.device("cpu"))
     with pytest.raises(TrainingFailure) as err:
         em.train(model, data, cfg, 0, RunContext(), 10)
-    assert err.value.status == "nan" and err.value.step == 1
-    cfg = small_config(diverge_loss=0.5)  # the first loss, about ln(64), is above it
+    assert err.value.status == "nan" and err.value.step == 0
+    cfg = small_config(diverge_factor=0.5)  # the first loss, about ln(64), is above 0.5 ln(64)
     model = em.build_model(cfg, "softmax", {}, 0, data.vocab_size, torch.device("cpu"))
     with pytest.raises(TrainingFailure) as err:
         em.train(model, data, cfg, 0, RunContext(), 10)
-    assert err.value.status == "diverged" and err.value.step == 1
+    assert err.value.status == "diverged" and err.value.step == 0
 
 
 def test_same_seed_same_stream_for_every_scorer():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from suite.executors import ExecutorError
-from suite.executors.ray import declared_gpus
+from suite.executors.base import declared_gpus
 
 from executors_support import PLUGIN, plan, plugin_tasks, results, same_outcome
 

@@ -19,12 +19,12 @@ from html_support import (
     PLUGIN_SCORER,
     XSS,
     add_claims,
-    isolate_registry,
     publish_html,
     write_plugin,
     write_results,
 )
 
+from scorers.registry import scoped
 from suite.commands.serve import make_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -47,8 +47,7 @@ def site(tmp_path_factory):
                     "chromium-driver")
     base = tmp_path_factory.mktemp("browser")
     plugin = write_plugin(base)
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_registry(mp)
+    with scoped():
         older = write_results(base / "older", finished="2024-12-01T00:00:00.000000+00:00")
         assert publish_html(older, base / "releases", "r0", plugin) == 0
         assert publish_html(write_results(base / "results"), base / "releases", "r1", plugin) == 0

@@ -14,7 +14,6 @@ from html_support import (
     add_claims,
     XSS,
     PageTables,
-    isolate_registry,
     markdown_tables,
     publish_html,
     small_release,
@@ -33,6 +32,7 @@ from leaderboard.html import (
     write_index,
     write_site,
 )
+from scorers.registry import scoped
 from leaderboard.release import ReleaseError
 
 # Columns whose text is the README's; the numbers with an interval are compared by value.
@@ -46,8 +46,7 @@ def site(tmp_path_factory):
     base = tmp_path_factory.mktemp("site")
     results = write_results(base / "results")
     plugin = write_plugin(base)
-    with pytest.MonkeyPatch.context() as mp:
-        isolate_registry(mp)
+    with scoped():
         assert publish_html(results, base / "releases", "r1", plugin) == 0
     return base
 
@@ -299,11 +298,11 @@ def digests(root: Path) -> dict:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_republish_is_byte_identical(site, monkeypatch):
-    isolate_registry(monkeypatch)
+def test_republish_is_byte_identical(site):
     before = digests(site / "releases")
     assert {"r1/index.html", "r1/scorers.json"} <= set(before)
-    assert publish_html(site / "results", site / "releases", "r1", write_plugin(site)) == 0
+    with scoped():
+        assert publish_html(site / "results", site / "releases", "r1", write_plugin(site)) == 0
     assert digests(site / "releases") == before
 
 

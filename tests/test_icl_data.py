@@ -13,7 +13,8 @@ from tasks.icl_quantifiers import (
     sample_sequences,
     sequence_wrong,
 )
-from tasks.icl_training import Curriculum, derive_seed, generator
+from tasks.icl_training import Curriculum
+from tasks.training import derive_seed, generator
 
 
 @pytest.fixture(autouse=True)

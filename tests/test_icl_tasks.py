@@ -20,7 +20,9 @@ from tasks.icl_quantifiers import (
     labels_some,
     sample_sequences,
 )
-from tasks.icl_training import _check_loss, build_model, generator, train
+from tasks.icl_training import build_model, train
+from tasks.training import generator
+from tasks.training import Divergence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,15 +74,22 @@ def test_huge_learning_rate_ends_with_a_training_failure():
 
 
 def test_failure_rules():
-    cfg = QuantifiersConfig(**TINY_QUANTIFIERS)
-    _check_loss(0.69 * 9_999, 0.69, 5, 7, cfg)
-    with pytest.raises(TrainingFailure, match="exceeds 10000 x") as info:
-        _check_loss(0.69 * 10_001, 0.69, 5, 7, cfg)
+    # m = 0.98 * 0.69 + 0.02 * x crosses 10 x 0.69 at x = 0.69 * (10 - 0.98) / 0.02 = 0.69 * 451
+    rule = Divergence(10.0)
+    rule.check(0, 0.69)
+    rule.check(1, 0.69 * 450)
+    rule = Divergence(10.0)
+    rule.check(0, 0.69)
+    with pytest.raises(TrainingFailure, match="exceeds 10 x the first loss") as info:
+        rule.check(5, 0.69 * 452)
     assert (info.value.status, info.value.step) == ("diverged", 5)
     for bad in (math.inf, math.nan):
         with pytest.raises(TrainingFailure) as info:
-            _check_loss(bad, 0.69, 3, 7, cfg)
-        assert info.value.status == "nan"
+            Divergence(10.0).check(3, bad)
+        assert (info.value.status, info.value.step) == ("nan", 3)
+    with pytest.raises(TrainingFailure) as info:
+        Divergence(10.0).check(2, 1.0, grad_norm=math.inf)
+    assert info.value.status == "nan"
 
 
 @pytest.mark.parametrize("task", ["icl_quantifiers", "icl_linear", "saturation_probe"])

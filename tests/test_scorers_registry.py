@@ -31,14 +31,9 @@ NORMALIZATION = {
 @pytest.fixture
 def isolated_registry():
     """Registry, aliases and plugin failures restored after the test."""
-    saved = (dict(registry._REGISTRY), dict(registry._ALIASES), list(registry.PLUGIN_FAILURES))
     modules = set(sys.modules)
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved[0])
-    registry._ALIASES.clear()
-    registry._ALIASES.update(saved[1])
-    registry.PLUGIN_FAILURES[:] = saved[2]
+    with registry.scoped():
+        yield
     for name in set(sys.modules) - modules:
         if name.startswith("scorebench_plugin_"):
             del sys.modules[name]
@@ -239,3 +234,30 @@ def test_failing_plugin_is_reported_and_does_not_break_others(tmp_path, isolated
     assert "plugin_tanh_softmax" in list_scorers()
     create_scorer("softmax")
     create_scorer("plugin_tanh_softmax")
+
+
+def test_a_plugin_file_that_fails_to_import_stops_the_command(tmp_path, isolated_registry, capsys):
+    from suite import cli
+
+    bad = tmp_path / "bad_plugin.py"
+    bad.write_text("raise RuntimeError('boom from a broken plugin')\n")
+    assert cli.main(["ls", "scorers", "--plugin", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--plugin {bad} failed to import" in err and "boom from a broken plugin" in err
+    assert cli.main(["ls", "scorers", "--plugin", str(tmp_path / "missing.py")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_scoped_registry_undoes_registrations():
+    before = set(list_scorers())
+    with registry.scoped():
+        @scorers.register_scorer("scoped_test_scorer", family="test")
+        class Temp(scorers.LogitsScorer):
+            def weights(self, s, mask):
+                return s.softmax(-1)
+
+        assert "scoped_test_scorer" in list_scorers()
+        assert scorers.load_plugin("/nonexistent/plugin.py", report=False) is False
+        failures = len(registry.PLUGIN_FAILURES)
+    assert set(list_scorers()) == before
+    assert len(registry.PLUGIN_FAILURES) == failures - 1

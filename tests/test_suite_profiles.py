@@ -116,6 +116,7 @@ def test_unknown_profile_name_suggests_the_closest():
     ("[run]\nseeds = [1, 1]\n", "repeated"),
     ("[run]\nseeds = 'three'\n", "seeds must be a count"),
     ("[run]\ntime_limit_s = -1\n", "time_limit_s"),
+    ("[run]\nfast = 'fused'\n", "fast must be one of 'auto', 'off'"),
     ("[run]\nscorers = 3\n", "scorers must be"),
     ("[run\n", "not valid TOML"),
     ("extends = 'nope'\n", "unknown profile 'nope'"),
@@ -123,6 +124,13 @@ def test_unknown_profile_name_suggests_the_closest():
 def test_bad_values_are_errors(tmp_path, text, match):
     with pytest.raises(ProfileError, match=match):
         load_profile(write(tmp_path / "bad.toml", text))
+
+
+def test_fast_paths_key(tmp_path):
+    assert load_profile("cpu").fast == load_profile("paper").fast == "auto"
+    assert load_profile("smoke").fast == "off"
+    assert load_profile(write(tmp_path / "mine.toml", "[run]\nfast = 'off'\n")).fast == "off"
+    assert load_profile(write(tmp_path / "inherit.toml", "[run]\nseeds = 1\n")).fast == "auto"
 
 
 def test_missing_required_run_keys_and_cycles(tmp_path):

@@ -1,4 +1,6 @@
-"""``scorebench bench scorers|train``: the cost track (ratios to softmax, measured in one run)."""
+"""``scorebench bench scorers|train``: a shortcut to the cost track's tasks ``bench_scorers`` and
+``bench_train`` (tasks/cost.py): their cells run through the harness's runner (profile ``bench``,
+seed 0) and measure again each time; ``scorebench run --tasks bench_*`` runs them like any task."""
 from __future__ import annotations
 
 import argparse
@@ -62,9 +64,10 @@ def register(sub, common):
     t.add_argument("--size", default="small", choices=["tiny", "small", "paper"],
                    help="model and batch sizes (default small: seconds per step on a CPU; "
                         "tiny: a quick check that the bench runs)")
-    t.add_argument("--fast", default="off",
+    t.add_argument("--fast", default="auto",
                    choices=["off", "auto", "compile", "fused", "flex", "topk"],
-                   help="run the backbones' scorers through scorers.fast (default off)")
+                   help="the backbones' scorer paths: auto (default) and off as training runs "
+                        "them ([run] fast), or one mode of scorers.fast")
     _common_options(t)
     t.set_defaults(func=run_train)
 
@@ -84,15 +87,6 @@ def _device(args) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _names(spec: str) -> list[str]:
-    import scorers
-
-    try:
-        return scorers.resolve_scorers(spec)
-    except scorers.ScorerError as e:
-        raise SystemExit(f"scorebench bench: {e}") from None
-
-
 def _load_line(before, after) -> str:
     fmt = lambda x: "/".join(f"{v:.2f}" for v in x) if x else "n/a"  # noqa: E731
     return f"load average (1/5/15 min) before {fmt(before)}, after {fmt(after)}"
@@ -102,108 +96,137 @@ def _fmt(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _write(records, results: str, console) -> None:
+def run_bench_cells(task: str, overrides: dict, scorers_spec: str, *, results: str | None,
+                    progress=None) -> list[dict]:
+    """Run the cells of ``task`` (a cost-track task) for the scorers of ``scorers_spec`` through
+    the harness's runner (profile ``bench``, seed 0), measuring again even where a record exists;
+    write each record under ``results`` (None: write nothing). Returns the records."""
+    from ..bench import PROFILE
+    from ..cells import expand
+    from ..profiles import Profile
+    from ..runner import CellJob, run_cell
     from ..store import ResultStore
 
-    store = ResultStore(results)
-    for record in records:
-        store.write(record)
-    console.print(f"wrote {len(records)} cost record(s) under {results}/")
+    profile = Profile(name=PROFILE, description="scorebench bench", files=["scorebench bench"],
+                      tasks=[task], scorers=scorers_spec, seeds=[0], time_limit_s=None,
+                      task_overrides={task: overrides}, fast="off")
+    store = ResultStore(results) if results else None
+    records = []
+    for p in expand(profile):
+        if progress:
+            progress(f"{task}: {p.cell.scorer}")
+        record = run_cell(CellJob(p.cell, p.skip_reason),
+                          device=str(overrides.get("device", "cpu")))
+        if store is not None:
+            store.write(record)
+        records.append(record)
+    return records
+
+
+def _options(args, **more) -> dict:
+    return dict(repeats=args.repeats, warmup=args.warmup, device=_device(args),
+                threads=args.threads or 0, clock=args.clock, fast_mode=args.fast,
+                block_size=args.block_size, **more)
+
+
+def _run(task: str, overrides: dict, args, console) -> list[dict]:
+    from tasks import TaskError
+
+    from ..profiles import ProfileError
+
+    try:
+        with console.status("measuring") as status:
+            records = run_bench_cells(task, overrides, args.scorers,
+                                      results=None if args.no_records else args.results,
+                                      progress=lambda text: status.update(text))
+    except (TaskError, ProfileError) as e:
+        raise SystemExit(f"scorebench bench: {e}") from None
+    if not args.no_records:
+        console.print(f"wrote {len(records)} cost record(s) under {args.results}/")
+    return records
+
+
+def _problems(console, records) -> None:
+    from ..runner import failure_reason
+
+    for r in records:
+        if r["status"] != "ok":
+            console.print(f"[red]{r['cell']['scorer']}: {r['status']}: {failure_reason(r)}[/]")
+        for note in r["extra"].get("notes", []):
+            console.print(f"[yellow]{r['cell']['scorer']}: {note}[/]")
 
 
 def run_scorers(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..bench import BenchError, ScorerBenchConfig, bench_scorers, parse_shapes, scorer_records
-    from ..bench import scorer_rows
+    from ..bench import BenchError, parse_shapes
 
     console = Console()
     try:
-        config = ScorerBenchConfig(
-            shapes=[list(s) for s in parse_shapes(args.shapes)], repeats=args.repeats,
-            warmup=args.warmup, mask=args.mask, dtype=args.dtype, device=_device(args),
-            threads=args.threads or 0, clock=args.clock, fast_mode=args.fast,
-            block_size=args.block_size)
-        config.check()
+        overrides = _options(args, shapes=[list(s) for s in parse_shapes(args.shapes)],
+                             mask=args.mask, dtype=args.dtype)
     except BenchError as e:
         raise SystemExit(f"scorebench bench scorers: {e}") from None
-    names = _names(args.scorers)
-    with console.status("measuring") as status:
-        result = bench_scorers(names, config, progress=lambda text: status.update(text))
-    rows = scorer_rows(result)
-    labels = list(result.reference)
-    table = Table(title=f"forward+backward, ratio to softmax SDPA ({config.device}, "
-                        f"{config.dtype}, mask {config.mask}, {config.clock} clock)")
+    records = _run("bench_scorers", overrides, args, console)
+    labels = ["x".join(str(d) for d in s) for s in overrides["shapes"]]
+    table = Table(title=f"forward+backward, ratio to softmax SDPA ({overrides['device']}, "
+                        f"{args.dtype}, mask {args.mask}, {args.clock} clock)")
     table.add_column("scorer")
     for label in labels:
-        ref = result.reference[label]
-        ms = f"{ref.median * 1e3:.1f} ms" if ref.median else "failed"
         table.add_column(f"{label}\nattend ×")
-        table.add_column(f"SDPA {ms}\nfast ×")
+        table.add_column("\nfast ×")
         table.add_column("\nmem ×")
     table.add_column("fast path")
-    by = {(r["scorer"], r["shape"]): r for r in rows}
-    for name in names:
-        cells, path = [name], ""
+    for r in records:
+        m, paths = r["metrics"], r["extra"].get("paths", {})
+        cells, path = [r["cell"]["scorer"]], ""
         for label in labels:
-            r = by.get((name, label))
-            if r is None:
-                cells += ["error", "", ""]
-                continue
-            cells += [_fmt(r["attend_ratio"]), _fmt(r["fast_ratio"]), _fmt(r["mem_ratio"])]
-            path = r["fast_path"] or f"({r['attend_path']})"
+            cells += [_fmt(m.get(f"attend_ratio_{label}")), _fmt(m.get(f"fast_ratio_{label}")),
+                      _fmt(m.get(f"peak_mem_ratio_{label}"))]
+            p = paths.get(label, {})
+            path = p.get("fast") or (f"({p['attend']})" if p.get("attend") else path)
         table.add_row(*cells, path)
     console.print(table)
-    console.print(_load_line(result.load_before, result.load_after)
-                  + f"; {config.repeats} repeats, median; {result.wall_time_s:.0f} s in all")
-    for name, err in result.setup_errors.items():
-        console.print(f"[red]{name}: {err}[/]")
-    for r in rows:
-        for variant, err in r["errors"].items():
-            console.print(f"[red]{r['scorer']} {r['shape']} {variant}: {err}[/]")
-    if not args.no_records:
-        _write(scorer_records(result), args.results, console)
+    loads = [r["extra"] for r in records if r["extra"]]
+    if loads:
+        console.print(_load_line(loads[0].get("load_average_before"),
+                                 loads[-1].get("load_average_after"))
+                      + f"; {args.repeats} repeats, median")
+    _problems(console, records)
     return 0
 
 
 def run_train(args) -> int:
+    import statistics
+
     from rich.console import Console
     from rich.table import Table
 
-    from ..bench import BenchError, TrainBenchConfig, bench_train, train_records, train_rows
-
     console = Console()
-    try:
-        config = TrainBenchConfig(
-            backbones=[b.strip() for b in args.backbones.split(",") if b.strip()],
-            repeats=args.repeats, warmup=args.warmup, device=_device(args),
-            threads=args.threads or 0, clock=args.clock, fast_mode=args.fast,
-            block_size=args.block_size, size=args.size)
-        config.check()
-    except BenchError as e:
-        raise SystemExit(f"scorebench bench train: {e}") from None
-    names = _names(args.scorers)
-    with console.status("measuring") as status:
-        result = bench_train(names, config, progress=lambda text: status.update(text))
-    rows = train_rows(result)
-    table = Table(title=f"training step, ratio to softmax ({config.device}, size {config.size}, "
-                        f"fast {config.fast_mode}, {config.clock} clock)")
+    backbones = [b.strip() for b in args.backbones.split(",") if b.strip()]
+    overrides = _options(args, backbones=backbones, size=args.size)
+    records = _run("bench_train", overrides, args, console)
+    table = Table(title=f"training step, ratio to softmax ({overrides['device']}, size "
+                        f"{args.size}, fast {args.fast}, {args.clock} clock)")
     table.add_column("scorer")
-    for bb in result.variants:
-        base = result.variants[bb].get("softmax")
-        ms = f"{base.median * 1e3:.1f} ms" if base is not None and base.median else "failed"
+    for bb in backbones:
+        base = [statistics.median(r["extra"]["softmax_times_ms"][bb]) for r in records
+                if r["extra"].get("softmax_times_ms", {}).get(bb)]
+        ms = f"{statistics.median(base):.1f} ms" if base else "failed"
         table.add_column(f"{bb}\n(softmax {ms}) ×")
-    by = {(r["scorer"], r["backbone"]): r for r in rows}
-    for name in result.scorers:
-        table.add_row(name, *[_fmt(by[(name, bb)]["step_ratio"]) if by[(name, bb)]["step_ratio"]
-                              is not None else "skip" for bb in result.variants])
+    table.add_column("path")
+    for r in records:
+        m = r["metrics"]
+        paths = sorted(set(r["extra"].get("paths", {}).values()))
+        table.add_row(r["cell"]["scorer"], *[_fmt(m.get(f"step_ratio_{bb}")) if
+                                             f"step_ratio_{bb}" in m else "skip"
+                                             for bb in backbones], ",".join(paths))
     console.print(table)
-    console.print(_load_line(result.load_before, result.load_after)
-                  + f"; {config.repeats} repeats, median; {result.wall_time_s:.0f} s in all")
-    for r in rows:
-        if r["error"]:
-            console.print(f"[yellow]{r['scorer']} {r['backbone']}: {r['error']}[/]")
-    if not args.no_records:
-        _write(train_records(result), args.results, console)
+    loads = [r["extra"] for r in records if r["extra"]]
+    if loads:
+        console.print(_load_line(loads[0].get("load_average_before"),
+                                 loads[-1].get("load_average_after"))
+                      + f"; {args.repeats} repeats, median")
+    _problems(console, records)
     return 0

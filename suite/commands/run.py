@@ -64,6 +64,9 @@ def register(sub, common):
                    help="stop after the first cell with status error, oom or timeout")
     p.add_argument("--executor", default="local", choices=list_executors(),
                    help="the engine that runs the cells (default local)")
+    p.add_argument("--fast", choices=["auto", "off"], default=None,
+                   help="the scorers' fast paths in training (default: the profile's [run] fast, "
+                        "auto unless it says otherwise); not part of a cell's identity")
     p.add_argument("--dry-run", action="store_true",
                    help="list the cells and whether they would run, estimate the time of "
                         "those that would (from records of the same config on this device "
@@ -181,7 +184,7 @@ def run(args) -> int:
         with RichReporter(console) as reporter:
             summary = run_cells(planned, store, executor, rerun=args.rerun,
                                 fail_fast=args.fail_fast, time_limit_s=profile.time_limit_s,
-                                reporter=reporter)
+                                reporter=reporter, fast=args.fast or profile.fast)
     except ExecutorError as e:
         raise SystemExit(f"scorebench run: {e}") from None
     print_summary(console, summary, args.results)

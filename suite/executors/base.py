@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
-from ..runner import CellJob
+from ..runner import CellJob, failed_record
 
 
 @dataclass(frozen=True)
@@ -73,3 +73,26 @@ class Executor(Protocol):
     def cancel(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def declared_gpus(task_name: str) -> float:
+    """GPUs a cell of ``task_name`` asks for: the task class's ``gpus`` attribute (default 1)."""
+    from tasks import get_task_class
+
+    value = float(getattr(get_task_class(task_name), "gpus", 1.0))
+    if value < 0:
+        raise ExecutorError(f"task {task_name!r} declares gpus={value}; it must be >= 0")
+    return value
+
+
+def overdue_record(job: CellJob, started_at: float, now: float, kill_grace_s: float,
+                   stopped_by: str, **record_kwargs) -> dict | None:
+    """The ``timeout`` record of a cell that has run past its time limit plus ``kill_grace_s``
+    (measured on ``time.monotonic``), or None while it has time left. ``stopped_by`` names what the
+    engine then does to it ("its worker was killed"); ``record_kwargs`` go to ``failed_record``."""
+    limit = job.time_limit_s
+    if not limit or now - started_at <= limit + kill_grace_s:
+        return None
+    return failed_record(job, "timeout", f"the cell ran past its time limit of {limit:g} s and did "
+                         f"not stop; {stopped_by} {kill_grace_s:g} s later",
+                         wall_time_s=now - started_at, **record_kwargs)

@@ -25,7 +25,7 @@ from ..runner import (CellJob, default_device, failed_record, run_cell_with_oom_
                       worker_threads)
 from ..provenance import utc_now
 from . import register_executor
-from .base import EventCallback, ExecutorError, Progress, Started
+from .base import EventCallback, ExecutorError, Progress, Started, overdue_record
 
 PROGRESS_INTERVAL_S = 0.25
 
@@ -255,13 +255,13 @@ class WorkerPool:
     def _overdue(self, finished: list) -> None:
         now = time.monotonic()
         for w in self._pool:
-            limit = w.job.time_limit_s if w.job is not None else None
-            if limit and now - w.started_at > limit + self.kill_grace_s:
-                self._finish(w, failed_record(
-                    w.job, "timeout", f"the cell ran past its time limit of {limit:g} s and did "
-                    f"not stop; its worker was killed {self.kill_grace_s:g} s later",
-                    **self._device_of(w), started=w.started_iso,
-                    wall_time_s=now - w.started_at), finished)
+            if w.job is None:
+                continue
+            record = overdue_record(w.job, w.started_at, now, self.kill_grace_s,
+                                    "its worker was killed", **self._device_of(w),
+                                    started=w.started_iso)
+            if record is not None:
+                self._finish(w, record, finished)
                 self._replace(w)
 
     def _next_kill(self) -> float | None:

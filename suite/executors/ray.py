@@ -28,20 +28,10 @@ from dataclasses import dataclass
 from ..provenance import usable_cpus, utc_now
 from ..runner import CellJob, failed_record
 from . import register_executor
-from .base import EventCallback, ExecutorError, Started
+from .base import EventCallback, ExecutorError, Started, declared_gpus, overdue_record
 from .remote import run_job_json
 
 DEFAULT_MAX_RETRIES = 3
-
-
-def declared_gpus(task_name: str) -> float:
-    """GPUs a cell of ``task_name`` asks for: the task class's ``gpus`` attribute (default 1)."""
-    from tasks import get_task_class
-
-    value = float(getattr(get_task_class(task_name), "gpus", 1.0))
-    if value < 0:
-        raise ExecutorError(f"task {task_name!r} declares gpus={value}; it must be >= 0")
-    return value
 
 
 @dataclass(eq=False)
@@ -165,14 +155,13 @@ class RayExecutor:
         out = []
         now = time.monotonic()
         for ref, run in list(self._running.items()):
-            limit = run.job.time_limit_s
-            if limit and now - run.started > limit + self.kill_grace_s:
+            record = overdue_record(run.job, run.started, now, self.kill_grace_s,
+                                    "its Ray task was cancelled", **self._device(run),
+                                    started=run.started_iso)
+            if record is not None:
                 self._ray.cancel(ref, force=True)
                 del self._running[ref]
-                out.append((run.job, failed_record(
-                    run.job, "timeout", f"the cell ran past its time limit of {limit:g} s and did "
-                    f"not stop; its Ray task was cancelled {self.kill_grace_s:g} s later",
-                    **self._device(run), started=run.started_iso, wall_time_s=now - run.started)))
+                out.append((run.job, record))
         return out
 
     def wait(self, timeout: float | None = None, on_event: EventCallback | None = None):

@@ -120,7 +120,7 @@ class SlurmExecutor:
     def _gpus(self, job: CellJob) -> int:
         if self.gpus_per_cell is not None:
             return self.gpus_per_cell
-        from .ray import declared_gpus
+        from .base import declared_gpus
 
         declared = declared_gpus(job.cell.task)
         return int(math.ceil(declared)) if self.cluster == "slurm" else 0

@@ -50,6 +50,7 @@ SPEAKER_CODES = {"chi": "child", "mot": "mother", "fat": "father"}
 # AO-CHILDES spelling.py, ``string2w``: substrings of the raw gloss merged into one word.
 MERGES = {
     "coca cola": "cocacola",
+    "don't cha": "don't you",
     "g_i joe": "gijoe",
 }
 

@@ -1,6 +1,6 @@
 """lm-evaluation-harness adapter: the ``lm_eval`` model ``scorebench`` loads a decoder_lm checkpoint.
 
-Optional extra ``scorebench[lm_eval]``. Importing this module registers the model, so either
+Optional extra ``scorebench[lmeval]``. Importing this module registers the model, so either
 
     import tasks.lmeval.harness, lm_eval
     lm_eval.simple_evaluate(model="scorebench", model_args="checkpoint=RESULTS/…/workdir",
@@ -24,7 +24,7 @@ try:
     from lm_eval.api.registry import register_model
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("the lm-evaluation-harness adapter needs the optional extra: "
-                      "pip install 'scorebench[lm_eval]' (or pip install lm_eval)") from err
+                      "pip install 'scorebench[lmeval]' (or pip install lm_eval)") from err
 
 from ..decoder_lm import load_checkpoint
 from .scoring import LogLikelihoodScorer

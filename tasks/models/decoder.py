@@ -99,7 +99,7 @@ class Rotary(nn.Module):
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat([-x2, x1], dim=-1)
 
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor) -> torch.Tensor:
         r = self.rotary_dim
         if r == 0:
             return x
@@ -109,7 +109,7 @@ class Rotary(nn.Module):
         return torch.cat([rot * cos + self.rotate_half(rot) * sin, rest], dim=-1)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.apply(q), self.apply(k)
+        return self.rotate(q), self.rotate(k)
 
 
 class Block(nn.Module):
@@ -176,11 +176,6 @@ class Decoder(nn.Module):
     def loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self(ids)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-    def scorer_parameters(self) -> dict[str, list[float]]:
-        """Every scorer parameter, by layer (``{"blocks.0.attn.scorer.rho": [...]}``)."""
-        return {n: p.detach().float().flatten().tolist() for n, p in self.named_parameters()
-                if ".scorer." in n}
 
 
 def parameter_counts(model: Decoder) -> dict[str, int]:

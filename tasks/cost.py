@@ -1,0 +1,125 @@
+"""The cost track as tasks: ``bench_scorers`` and ``bench_train``, one scorer per cell.
+
+The measurements are ``suite.bench``'s (see its doc): a cell times its scorer and its baseline
+(softmax through SDPA for ``bench_scorers``, the softmax backbone for ``bench_train``) interleaved
+round by round in the same process, so the ratio does not depend on other cells. The device
+measured is part of the config (and so of the cell): timings of one device say nothing of another.
+
+Both tasks run only when asked (``on_request``): a bare ``*`` in a profile's or the command line's
+task list leaves them out, ``--tasks bench_*`` or their names select them. Their timings depend on
+the machine and its load, unlike the quality tracks, and a profile meant to reproduce findings
+should not spend its time on them.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from suite.bench import (BenchError, ScorerBenchConfig, TrainBenchConfig, bench_scorers,
+                         bench_train, scorer_metric_names, scorer_outcome, train_metric_names,
+                         train_outcome)
+
+from .base import Metric, RunContext, Task, TaskResult
+from .registry import TaskError, register_task
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    """``torch.set_num_threads(n)`` for the block (0: unchanged), then the previous count."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass
+class BenchScorersConfig(ScorerBenchConfig):
+    def __post_init__(self):
+        try:
+            self.check()
+        except BenchError as e:
+            raise TaskError(f"bench_scorers: {e}") from None
+
+
+@dataclass
+class BenchTrainConfig(TrainBenchConfig):
+    def __post_init__(self):
+        try:
+            self.check()
+        except BenchError as e:
+            raise TaskError(f"bench_train: {e}") from None
+
+
+def _metrics(names: dict[str, tuple[bool, str]], what: str) -> dict[str, Metric]:
+    return {name: Metric(direction, headline=headline, description=f"{what}: {name}")
+            for name, (headline, direction) in names.items()}
+
+
+def _device(config) -> torch.device:
+    device = torch.device(config.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TaskError(f"this cell measures device {config.device!r}, but no GPU is visible; "
+                        f"run it on a GPU machine or set device = \"cpu\" in the task's config")
+    return device
+
+
+def _result(outcome) -> TaskResult:
+    if outcome.error:
+        raise RuntimeError(outcome.error)
+    extra = dict(outcome.extra)
+    if outcome.notes:
+        extra["notes"] = outcome.notes
+    return TaskResult(metrics=outcome.metrics, extra=extra)
+
+
+@register_task("bench_scorers")
+class BenchScorers(Task):
+    """Forward + backward of the scorer's attend (as shipped and fast), ratio to softmax SDPA."""
+
+    version = 2
+    track = "cost"
+    on_request = True
+    Config = BenchScorersConfig
+
+    def metrics_for(self, config) -> dict[str, Metric]:
+        return _metrics(scorer_metric_names(config), "forward + backward")
+
+    def run(self, scorer: str, scorer_kwargs: dict, seed: int, config, ctx: RunContext):
+        if scorer_kwargs:
+            raise TaskError("bench_scorers measures each scorer with its default arguments; "
+                            "remove [scorer_kwargs] for this task")
+        _device(config)
+        with _threads(config.threads):
+            result = bench_scorers([scorer], config)
+            return _result(scorer_outcome(result, scorer))
+
+
+@register_task("bench_train")
+class BenchTrain(Task):
+    """Training-step time of each backbone with the scorer, ratio to the softmax backbone."""
+
+    version = 2
+    track = "cost"
+    on_request = True
+    Config = BenchTrainConfig
+
+    def metrics_for(self, config) -> dict[str, Metric]:
+        return _metrics(train_metric_names(config), "training step")
+
+    def run(self, scorer: str, scorer_kwargs: dict, seed: int, config, ctx: RunContext):
+        if scorer_kwargs:
+            raise TaskError("bench_train measures each scorer with its default arguments; "
+                            "remove [scorer_kwargs] for this task")
+        _device(config)
+        with _threads(config.threads):
+            result = bench_train([scorer], config)
+            return _result(train_outcome(result, scorer))
+
+
+BenchScorers.metrics = BenchScorers().metrics_for(BenchScorersConfig())  # of the default config
+BenchTrain.metrics = BenchTrain().metrics_for(BenchTrainConfig())
