@@ -135,9 +135,10 @@ from tasks import Metric, Task, register_task
 
 @register_task("zz_cost_bench")
 class CostBench(Task):
-    """A cost-track task for the selection test."""
+    """A cost-track task that runs only when asked, for the selection test."""
     version = 1
     track = "cost"
+    on_request = True
     metrics = {"ratio": Metric("lower", headline=True)}
 
     @dataclass
@@ -149,7 +150,7 @@ class CostBench(Task):
 '''
 
 
-def test_star_selects_every_task_outside_the_cost_track(tmp_path):
+def test_star_leaves_out_the_tasks_that_run_on_request(tmp_path):
     plugin_file = tmp_path / "cost_plugin.py"
     plugin_file.write_text(COST_PLUGIN)
     with loaded_plugin(plugin_file):
@@ -166,6 +167,6 @@ def test_default_profiles_run_every_task_and_a_learned_temperature(name):
     from tasks import get_task_class, list_tasks
 
     profile = load_profile(name)
-    quality = [t for t in list_tasks("*") if get_task_class(t).track != "cost"]
+    quality = [t for t in list_tasks("*") if not get_task_class(t).on_request]
     assert resolve_tasks(profile.tasks) == quality
     assert profile.scorer_kwargs["temperature_softmax"] == {"learnable": True}
