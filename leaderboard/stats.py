@@ -64,37 +64,52 @@ def tolerance(*values: float) -> float:
 # --------------------------------------------------------------------------- seed level
 
 
-def t_interval(values: Sequence[float], alpha: float = ALPHA) -> tuple[float, float]:
-    """The Student t interval of the mean of ``values`` (one per seed); NaN below two values."""
+def _row_tolerance(*arrays: np.ndarray) -> np.ndarray:
+    """:func:`tolerance` of each row (last axis) of the arrays."""
+    scale = np.max([np.max(np.abs(x), axis=-1) for x in arrays], axis=0)
+    return TIE_TOL * np.maximum(1.0, scale)
+
+
+def t_interval(values, alpha: float = ALPHA):
+    """The Student t interval mean ± t_{n-1, 1-α/2} · s / √n of the mean of ``values`` (one per
+    seed; ``scipy.stats.t``). Rows of a 2-D array are separate means (one interval each). NaN
+    below two values; a point interval when the values agree within the tolerance."""
     x = np.asarray(values, dtype=np.float64)
-    if x.size < 2:
-        return (math.nan, math.nan)
-    mean = float(x.mean())
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    if sem <= tolerance(mean):
-        return (mean, mean)
-    lo, hi = sps.t.interval(1 - alpha, x.size - 1, loc=mean, scale=sem)
-    return (float(lo), float(hi))
+    n = x.shape[-1]
+    if n < 2:
+        nan = np.full(x.shape[:-1], np.nan)
+        return (float(nan), float(nan)) if x.ndim == 1 else (nan, nan)
+    mean = x.mean(axis=-1)
+    sem = x.std(axis=-1, ddof=1) / math.sqrt(n)
+    sem = np.where(sem <= _row_tolerance(x), 0.0, sem)
+    q = _t_quantile(n - 1, alpha)
+    lo, hi = mean - q * sem, mean + q * sem
+    return (float(lo), float(hi)) if x.ndim == 1 else (lo, hi)
 
 
-def paired_t(a: Sequence[float], b: Sequence[float]) -> float:
+@functools.lru_cache(maxsize=None)
+def _t_quantile(df: int, alpha: float) -> float:
+    return float(sps.t.ppf(1 - alpha / 2, df))
+
+
+def paired_t(a, b):
     """Two-sided paired t test of mean(a - b) = 0 over seeds: t = d̄ / (s_d / √n) on n - 1
-    degrees of freedom (``scipy.stats.ttest_rel``'s statistic; computed directly because a
-    release runs tens of thousands of them for tiers and rank intervals).
+    degrees of freedom, as ``scipy.stats.ttest_rel``; rows of 2-D arrays are separate tests.
 
     Differences within the tolerance are zero: all zero gives p = 1; a constant non-zero
     difference (no spread, so the t statistic is infinite) gives p = 0. NaN below two pairs."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.size < 2:
-        return math.nan
+    n = a.shape[-1]
+    if n < 2:
+        return math.nan if a.ndim == 1 else np.full(a.shape[:-1], np.nan)
     d = a - b
-    tol = tolerance(*a, *b)
-    if np.all(np.abs(d) <= tol):
-        return 1.0
-    if np.ptp(d) <= tol:
-        return 0.0
-    t = float(d.mean()) / (float(d.std(ddof=1)) / math.sqrt(d.size))
-    return float(2 * sps.t.sf(abs(t), d.size - 1))
+    tol = _row_tolerance(a, b)
+    zero = np.all(np.abs(d) <= tol[..., None], axis=-1)
+    constant = np.ptp(d, axis=-1) <= tol
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = d.mean(axis=-1) / (d.std(axis=-1, ddof=1) / math.sqrt(n))
+    p = np.where(zero, 1.0, np.where(constant, 0.0, 2 * sps.t.sf(np.abs(t), n - 1)))
+    return float(p) if a.ndim == 1 else p
 
 
 def sign_flip(a: Sequence[float], b: Sequence[float], rng: np.random.Generator | None = None,
