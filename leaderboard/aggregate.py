@@ -10,25 +10,32 @@ Rules (the release README repeats them):
   whose cell finished ``ok`` with a non-null value. Cells that diverged / went NaN / errored /
   ran out of memory or time are counted per status in ``failures``; such a row's mean is over the
   survivors and is flagged ``survivors_only``.
-- 95% CI: percentile bootstrap, two-stage (seeds, then items within each seed) where every seed
-  has per-item outcomes, over seeds otherwise; needs two or more seeds.
-- vs softmax: paired two-stage bootstrap on the seeds both have (and their items), two-sided p,
+- 95% CI: Student t on the seed values (each seed's value is its mean over the evaluation
+  items, so items enter once); needs two or more seeds. ``ci_items_low/high``: a percentile
+  bootstrap over items only ("given these trained models"), one item draw shared by every seed
+  evaluated on the same items.
+- vs softmax: paired t test on the per-seed differences of the seeds both have, two-sided;
   Holm-corrected per (profile, scorer) across the tasks and headline metrics (secondary metrics
-  form their own family). ``p_signflip`` is the exact sign-flip test over the seed differences,
-  a conservative companion (its smallest value is 2^(1-n)).
-- Tiers: see :func:`leaderboard.stats.assign_tiers`; the pairwise p-values come from one joint
-  bootstrap per (profile, task, metric) that resamples the same seeds and items for every scorer,
-  and the rank intervals are the 2.5-97.5% quantiles of each scorer's rank in those replicates
-  (those where every scorer drew at least one of its seeds).
-  A scorer with fewer than two seeds cannot be tested: it gets no tier and no rank interval.
-- Overall (per profile, quality tracks only, headline metrics, over the tasks that every scorer
-  of the profile has records of, skipped ones included; a task run by some scorers only is shown
-  in its track but left out, so every score averages the same tasks): each task's headline
-  metrics are normalized to 1 = best scorer mean, 0 = worst scorer mean and averaged per task; a
-  scorer's score is the mean over the tasks it ran. A task where every cell of the scorer failed counts 0;
-  a task the scorer cannot run (skipped) does not count. CIs, ranks and tiers come from the same
-  replicates pushed through the same fixed normalization (a scorer without replicates in some
-  task, i.e. fewer than two seeds there, gets a score but no CI, rank interval or tier).
+  form their own family) and Benjamini-Hochberg-corrected across the scorers of one metric.
+  better / worse need both corrected p <= alpha and |delta| >= the metric's ``min_effect``
+  (relative to softmax's mean); below it a row is a ``tie``. ``p_signflip`` is the exact
+  sign-flip test over the seed differences. ``detectable_vs_baseline`` is the smallest
+  difference the paired t test detects with 80% power at alpha.
+- Tiers and rank intervals: see :func:`leaderboard.stats.assign_tiers` and
+  :func:`leaderboard.stats.rank_intervals`, on pairwise paired t tests. A scorer with fewer than
+  two seeds cannot be tested: it gets no tier and no rank interval. Probe and cost tracks are
+  descriptive: no verdict, tier or rank, and never in the overall.
+- A metric a cell does not report (or a ``skipped`` cell) is n/a (``n_na``), not a failure; a
+  metric reported as null is a failure (``n_null``).
+- Overall (per profile, ICL / decoder / encoder tracks, headline metrics with a floor and a
+  ceiling, over the tasks that every scorer of the profile has records of): each record's value
+  is normalized on fixed anchors, clip((x - floor) / (ceiling - floor), 0, 1) (log scale where
+  declared), the record's own ``extra["anchors"]`` overriding the declared ones; a seed's task
+  score is the mean over its normalized headline metrics, a scorer's task score the mean over
+  seeds, its score the mean over the tasks it ran (a task where every cell failed counts 0; a
+  skipped task does not count). So a score depends on the scorer's own records only. CI: t with
+  Welch-Satterthwaite degrees of freedom; tiers and ranks from paired per-task differences;
+  ``win_rate`` is HELM's mean win rate over the overall's headline metrics.
 """
 from __future__ import annotations
 
