@@ -202,14 +202,13 @@ def track_table(board, track: str) -> str:
         return "No records for this track in this release."
     baseline = board.meta.get("baseline", "softmax")
     multi = len({r["profile"] for r in rows}) > 1
-    descriptive = track in DESCRIPTIVE
     headers = (["profile"] if multi else []) + [
         "task", "metric", "scorer", "mean [95% CI]", "items only", "n", f"Δ vs {baseline}",
         "p (Holm)", "p (BH)", "p sign-flip", "tier", "rank",
         "failures", "date", "harness", "hardware"]
     body = []
     for r in rows:
-        arrow = "" if descriptive else (" ↓" if r["direction"] == "lower" else " ↑")
+        arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
             cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}", cell_text(r["scorer"]),
             mean_text(r), interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
