@@ -14,7 +14,6 @@ bootstrap: seeds, then items within each drawn seed; the paired test read off th
 bootstrap), reconstructed below as the reference, covers mu in about 75% of rows and rejects a
 true null about a quarter of the time at three seeds when seed noise dominates.
 """
-import math
 
 import numpy as np
 import pytest
