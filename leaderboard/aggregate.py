@@ -51,6 +51,8 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .claims import judge as judge_claims
+from .claims import load_claims
 from .records import FAILURE_STATUSES, TRACKS, LoadedRecords, Problem, Record
 
 FORMAT_VERSION = 1
@@ -102,9 +104,16 @@ GRID_COLUMNS = {
     "profile": "str", "task": "str", "grid": "str", "scorer": "str", "rows_name": "str",
     "cols_name": "str", "rows": "json", "cols": "json", "values": "json", "n": "int",
 }
+CLAIM_COLUMNS = {
+    "id": "str", "claim": "str", "source": "str", "profile": "str", "scorer": "str",
+    "baseline": "str", "task": "str", "metric": "str", "direction": "str", "paper": "str",
+    "verdict": "str", "effect": "float", "ci_low": "float", "ci_high": "float", "p": "float",
+    "p_raw": "float", "test": "str", "n_seeds": "int", "detectable": "float",
+    "min_effect": "float",
+}
 FRAMES = {"rows": ROW_COLUMNS, "overall": OVERALL_COLUMNS, "failed_cells": FAILED_CELL_COLUMNS,
           "superseded": SUPERSEDED_COLUMNS, "problems": PROBLEM_COLUMNS,
-          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS}
+          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS, "claims": CLAIM_COLUMNS}
 
 
 def _clean(value: Any, kind: str) -> Any:
@@ -159,6 +168,7 @@ class Board:
     problems:     files (or parts) that could not be used, and why.
     task_scores:  per (profile, quality task, scorer): the normalized headline score of the overall.
     grids:        per (profile, task, grid, scorer): the grid averaged over ``ok`` seeds.
+    claims:       per (paper claim, scorer, profile): the verdict (see :mod:`leaderboard.claims`).
     meta:         release name, record counts, date range, git shas, hardware, method constants.
     """
 
@@ -170,6 +180,7 @@ class Board:
     problems: pd.DataFrame
     task_scores: pd.DataFrame
     grids: pd.DataFrame
+    claims: pd.DataFrame
 
     def to_dict(self) -> dict:
         """The JSON document of the release (``results.json``): plain types, NaN as null."""
@@ -753,6 +764,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         problems=_frame([p.__dict__ for p in problems], PROBLEM_COLUMNS),
         task_scores=_frame(task_scores, TASK_SCORE_COLUMNS),
         grids=_frame(grids, GRID_COLUMNS),
+        claims=_frame(judge_claims(rows, load_claims(), alpha), CLAIM_COLUMNS),
     )
 
 

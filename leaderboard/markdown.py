@@ -275,6 +275,27 @@ def overall_table(board) -> str:
     return _table(body, headers)
 
 
+def claim_verdict_text(row: dict) -> str:
+    if row["verdict"] == "not supported" and not _isnan(row["detectable"]):
+        return f"not supported (no difference larger than {num(row['detectable'])})"
+    return row["verdict"]
+
+
+def claims_table(board) -> str:
+    rows = _records(board.claims) if hasattr(board, "claims") else []
+    if not rows:
+        return "No claims file, or no profile in this release."
+    body = [[cell_text(r["id"]), cell_text(r["claim"]), cell_text(r["source"]), r["profile"],
+             f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}",
+             f"{cell_text(r['task'])} / {cell_text(r['metric'])} "
+             f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["paper"]),
+             "n/a" if _isnan(r["effect"]) else
+             f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
+             pval(r["p"]), str(r["n_seeds"]), claim_verdict_text(r)] for r in rows]
+    return _table(body, ["claim", "text", "source", "profile", "scorer", "task / metric",
+                         "paper", "effect [95% CI]", "p (Holm)", "n", "verdict"])
+
+
 def failed_cells_sentence(board) -> str:
     """How many cells failed and how many were skipped (n/a), counted as the tables count them."""
     rows = _records(board.failed_cells)
@@ -345,6 +366,10 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
     unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
                   for line in board.meta.get("unanchored", [])]
     out += [f"- {line}" for line in outside + unanchored] + ([""] if outside + unanchored else [])
+    out += [f"{h} Claims", "", "The SSA paper's claims (`leaderboard/claims.toml`), judged per "
+            "profile: effect = scorer - baseline, paired over common seeds; paired t test, Holm "
+            "across the claims of a profile; *supported* / *contradicted* need adjusted p <= "
+            "α and the metric's minimum effect.", "", claims_table(board), ""]
     for track in TRACKS:
         out += [f"{h} {TRACK_TITLES[track]}", ""]
         if track in DESCRIPTIVE:
