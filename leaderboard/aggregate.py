@@ -188,6 +188,8 @@ class Board:
                "meta": _json_value(self.meta)}
         for name, columns in FRAMES.items():
             frame = getattr(self, name)
+            if name == "claims" and frame.empty:
+                continue   # a release that holds no claim's metric judges nothing
             out[name] = [{c: _clean(row[c], kind) for c, kind in columns.items()}
                          for row in frame.to_dict(orient="records")]
         return out

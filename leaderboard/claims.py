@@ -11,8 +11,10 @@ judged at one profile are Holm-corrected together. Verdicts:
 - ``contradicted``: the same, in the other direction;
 - ``not supported``: neither; ``detectable`` is the smallest difference the test detects with
   80% power there ("no difference larger than X");
-- ``not run at this profile``: the scorer or the baseline has no row with two or more common
-  seeds at that profile.
+- ``not run``: at this profile the scorer or the baseline has no row of the metric, or they
+  share fewer than two seeds.
+
+A release none of whose rows holds a claim's (task, metric) judges nothing (no claims list).
 """
 from __future__ import annotations
 
@@ -73,6 +75,9 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
 def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> list[dict]:
     """One entry per (claim, scorer: the claim's and those ``beside`` it, profile)."""
     index = {(r["profile"], r["task"], r["metric"], r["scorer"]): r for r in rows}
+    present = {(r["task"], r["metric"]) for r in rows}
+    if not any((c.task, c.metric) in present for c in claims):
+        return []
     profiles = sorted({r["profile"] for r in rows})
     out = []
     for profile in profiles:
@@ -82,7 +87,7 @@ def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> 
                 entry = dict(id=claim.id, claim=claim.text, source=claim.source,
                              profile=profile, scorer=scorer, baseline=claim.baseline,
                              task=claim.task, metric=claim.metric, direction=claim.direction,
-                             paper=claim.paper, verdict="not run at this profile",
+                             paper=claim.paper, verdict="not run",
                              effect=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan,
                              p_raw=math.nan, test=TEST, n_seeds=0, detectable=math.nan,
                              min_effect=math.nan)

@@ -278,13 +278,13 @@ def overall_table(board) -> str:
 def claim_verdict_text(row: dict) -> str:
     if row["verdict"] == "not supported" and not _isnan(row["detectable"]):
         return f"not supported (no difference larger than {num(row['detectable'])})"
-    return row["verdict"]
+    return "not run at this profile" if row["verdict"] == "not run" else row["verdict"]
 
 
 def claims_table(board) -> str:
-    rows = _records(board.claims) if hasattr(board, "claims") else []
+    rows = _records(board.claims)
     if not rows:
-        return "No claims file, or no profile in this release."
+        return "No row of this release holds a claim's metric."
     body = [[cell_text(r["id"]), cell_text(r["claim"]), cell_text(r["source"]), r["profile"],
              f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}",
              f"{cell_text(r['task'])} / {cell_text(r['metric'])} "

@@ -43,7 +43,8 @@ def test_verdicts_on_constructed_records(tmp_path):
     assert main["ci_low"] < d.mean() < main["ci_high"] < 0
     beside = claims[("icl_linear_ood", "ssa")]
     assert beside["verdict"] == "not supported" and beside["detectable"] > 0
-    assert claims[("decoder_heldout_perplexity", "ssa")]["verdict"] == "not run at this profile"
+    assert claims[("decoder_heldout_perplexity", "ssa")]["verdict"] == "not run"
+    assert "not run at this profile" in release_readme(board.with_release("r"), [])
     readme = release_readme(board.with_release("r"), [])
     assert "## Claims" in readme and "not supported (no difference larger than" in readme
 
@@ -56,3 +57,10 @@ def test_a_claim_against_the_data_is_contradicted():
     (entry,) = judge(rows, [claim])
     assert entry["verdict"] == "contradicted" and entry["effect"] > 0
     assert math.isclose(entry["p"], entry["p_raw"])   # a family of one
+
+
+def test_a_release_without_any_claim_metric_has_no_claims_list(tmp_path):
+    for seed in range(3):
+        write_record(tmp_path, make_record("icl_linear", "softmax", seed, {"error": 0.3}))
+    board = build_board(tmp_path)
+    assert board.claims.empty and "claims" not in board.to_dict()
