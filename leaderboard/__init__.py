@@ -1,7 +1,7 @@
 """The leaderboard: records in, releases out. Never imports torch, scorers or tasks.
 
 - ``records``:   load and validate every result record under a results directory.
-- ``stats``:     two-stage bootstrap (seeds, items), paired tests, Holm, tiers, rank intervals.
+- ``stats``:     t intervals and paired tests over seeds, Holm and BH, power, tiers, rank intervals.
 - ``aggregate``: ``aggregate(loaded) -> Board``, the tidy frames every view is rendered from.
 - ``markdown``, ``plots``: the release README / LEADERBOARD.md and the PNG plots.
 - ``release``:   ``publish(results_dir, release)`` writes a release; ``load_release`` reads one.

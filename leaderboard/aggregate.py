@@ -11,25 +11,32 @@ Rules (the release README repeats them):
   whose cell finished ``ok`` with a non-null value. Cells that diverged / went NaN / errored /
   ran out of memory or time are counted per status in ``failures``; such a row's mean is over the
   survivors and is flagged ``survivors_only``.
-- 95% CI: percentile bootstrap, two-stage (seeds, then items within each seed) where every seed
-  has per-item outcomes, over seeds otherwise; needs two or more seeds.
-- vs softmax: paired two-stage bootstrap on the seeds both have (and their items), two-sided p,
+- 95% CI: Student t on the seed values (each seed's value is its mean over the evaluation
+  items, so items enter once); needs two or more seeds. ``ci_items_low/high``: a percentile
+  bootstrap over items only ("given these trained models"), one item draw shared by every seed
+  evaluated on the same items.
+- vs softmax: paired t test on the per-seed differences of the seeds both have, two-sided;
   Holm-corrected per (profile, scorer) across the tasks and headline metrics (secondary metrics
-  form their own family). ``p_signflip`` is the exact sign-flip test over the seed differences,
-  a conservative companion (its smallest value is 2^(1-n)).
-- Tiers: see :func:`leaderboard.stats.assign_tiers`; the pairwise p-values come from one joint
-  bootstrap per (profile, task, metric) that resamples the same seeds and items for every scorer,
-  and the rank intervals are the 2.5-97.5% quantiles of each scorer's rank in those replicates
-  (those where every scorer drew at least one of its seeds).
-  A scorer with fewer than two seeds cannot be tested: it gets no tier and no rank interval.
-- Overall (per profile, quality tracks only, headline metrics, over the tasks that every scorer
-  of the profile has records of, skipped ones included; a task run by some scorers only is shown
-  in its track but left out, so every score averages the same tasks): each task's headline
-  metrics are normalized to 1 = best scorer mean, 0 = worst scorer mean and averaged per task; a
-  scorer's score is the mean over the tasks it ran. A task where every cell of the scorer failed counts 0;
-  a task the scorer cannot run (skipped) does not count. CIs, ranks and tiers come from the same
-  replicates pushed through the same fixed normalization (a scorer without replicates in some
-  task, i.e. fewer than two seeds there, gets a score but no CI, rank interval or tier).
+  form their own family) and Benjamini-Hochberg-corrected across the scorers of one metric.
+  better / worse need both corrected p <= alpha and |delta| >= the metric's ``min_effect``
+  (relative to softmax's mean); below it a row is a ``tie``. ``p_signflip`` is the exact
+  sign-flip test over the seed differences. ``detectable_vs_baseline`` is the smallest
+  difference the paired t test detects with 80% power at alpha.
+- Tiers and rank intervals: see :func:`leaderboard.stats.assign_tiers` and
+  :func:`leaderboard.stats.rank_intervals`, on pairwise paired t tests. A scorer with fewer than
+  two seeds cannot be tested: it gets no tier and no rank interval. Probe and cost tracks are
+  descriptive: no verdict, tier or rank, and never in the overall.
+- A metric a cell does not report (or a ``skipped`` cell) is n/a (``n_na``), not a failure; a
+  metric reported as null is a failure (``n_null``).
+- Overall (per profile, ICL / decoder / encoder tracks, headline metrics with a floor and a
+  ceiling, over the tasks that every scorer of the profile has records of): each record's value
+  is normalized on fixed anchors, clip((x - floor) / (ceiling - floor), 0, 1) (log scale where
+  declared), the record's own ``extra["anchors"]`` overriding the declared ones; a seed's task
+  score is the mean over its normalized headline metrics, a scorer's task score the mean over
+  seeds, its score the mean over the tasks it ran (a task where every cell failed counts 0; a
+  skipped task does not count). So a score depends on the scorer's own records only. CI: t with
+  Welch-Satterthwaite degrees of freedom; tiers and ranks from paired per-task differences;
+  ``win_rate`` is HELM's mean win rate over the overall's headline metrics.
 """
 from __future__ import annotations
 
@@ -47,10 +54,19 @@ import pandas as pd
 from suite.records import FAILURES, TRACKS
 
 from . import stats
+from .claims import judge as judge_claims
+from .claims import load_claims
 from .records import LoadedRecords, Problem, Record
 
 FORMAT_VERSION = 1
 BASELINE = "softmax"
+# Tracks whose headline metrics enter the overall; probe and cost tables are descriptive: no
+# better/worse words, tiers or ranks, never in the overall.
+OVERALL_TRACKS = ("icl", "decoder", "encoder")
+DESCRIPTIVE_TRACKS = ("probe", "cost")
+# The smallest difference of overall scores (normalized scale, 0..1) that can separate tiers.
+OVERALL_MIN_EFFECT = 1e-6
+SPEC_KEYS = ("direction", "headline", "floor", "ceiling", "log_scale", "min_effect")
 
 # Column name -> kind, for every frame of the Board; the kind fixes the JSON type of each cell.
 ROW_COLUMNS = {
@@ -59,16 +75,19 @@ ROW_COLUMNS = {
     "scorer_version": "int", "scorer_kwargs": "json",
     "n": "int", "mean": "float", "std": "float", "ci_low": "float", "ci_high": "float",
     "ci_method": "str", "n_items": "int", "seeds": "json", "values": "json",
+    "ci_items_low": "float", "ci_items_high": "float",
     "n_cells": "int", "n_ok": "int", "n_failed": "int", "failures": "json", "n_skipped": "int",
-    "n_null": "int", "survivors_only": "bool",
+    "n_na": "int", "n_null": "int", "survivors_only": "bool",
+    "floor": "float", "ceiling": "float", "log_scale": "bool", "min_effect": "float",
     "delta_vs_baseline": "float", "p_vs_baseline": "float", "p_vs_baseline_holm": "float",
-    "p_signflip": "float", "n_paired": "int", "vs_baseline": "str",
+    "p_vs_baseline_bh": "float", "p_signflip": "float", "n_paired": "int", "sd_paired": "float",
+    "detectable_vs_baseline": "float", "vs_baseline": "str",
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "date": "str", "git_sha": "json", "hardware": "json", "harness_version": "json",
 }
 OVERALL_COLUMNS = {
     "profile": "str", "scorer": "str", "score": "float", "ci_low": "float", "ci_high": "float",
-    "n_tasks": "int", "tasks_failed": "int", "tasks_skipped": "int", "tier1_tasks": "int",
+    "win_rate": "float", "n_tasks": "int", "tasks_failed": "int", "tasks_skipped": "int", "tier1_tasks": "int",
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "n_cells": "int", "n_failed": "int", "failures": "json",
     "date": "str", "git_sha": "json", "hardware": "json",
@@ -88,9 +107,16 @@ GRID_COLUMNS = {
     "profile": "str", "task": "str", "grid": "str", "scorer": "str", "rows_name": "str",
     "cols_name": "str", "rows": "json", "cols": "json", "values": "json", "n": "int",
 }
+CLAIM_COLUMNS = {
+    "id": "str", "claim": "str", "source": "str", "profile": "str", "scorer": "str",
+    "baseline": "str", "task": "str", "metric": "str", "direction": "str", "paper": "str",
+    "verdict": "str", "effect": "float", "ci_low": "float", "ci_high": "float", "p": "float",
+    "p_raw": "float", "test": "str", "n_seeds": "int", "detectable": "float",
+    "min_effect": "float",
+}
 FRAMES = {"rows": ROW_COLUMNS, "overall": OVERALL_COLUMNS, "failed_cells": FAILED_CELL_COLUMNS,
           "superseded": SUPERSEDED_COLUMNS, "problems": PROBLEM_COLUMNS,
-          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS}
+          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS, "claims": CLAIM_COLUMNS}
 
 
 def _clean(value: Any, kind: str) -> Any:
@@ -145,6 +171,7 @@ class Board:
     problems:     files (or parts) that could not be used, and why.
     task_scores:  per (profile, quality task, scorer): the normalized headline score of the overall.
     grids:        per (profile, task, grid, scorer): the grid averaged over ``ok`` seeds.
+    claims:       per (paper claim, scorer, profile): the verdict (see :mod:`leaderboard.claims`).
     meta:         release name, record counts, date range, git shas, hardware, method constants.
     """
 
@@ -156,6 +183,7 @@ class Board:
     problems: pd.DataFrame
     task_scores: pd.DataFrame
     grids: pd.DataFrame
+    claims: pd.DataFrame
 
     def to_dict(self) -> dict:
         """The JSON document of the release (``results.json``): plain types, NaN as null."""
@@ -163,6 +191,8 @@ class Board:
                "meta": _json_value(self.meta)}
         for name, columns in FRAMES.items():
             frame = getattr(self, name)
+            if name == "claims" and frame.empty:
+                continue   # a release that holds no claim's metric judges nothing
             out[name] = [{c: _clean(row[c], kind) for c, kind in columns.items()}
                          for row in frame.to_dict(orient="records")]
         return out
@@ -259,111 +289,115 @@ class _Series:
     def mean(self) -> float:
         return float(np.mean([v for v, _ in self.by_seed.values()])) if self.by_seed else math.nan
 
-
-def _groups(series: list[_Series], seeds: list[int]) -> tuple[list[np.ndarray], bool]:
-    """Per-seed (m, n_s) arrays for :func:`stats.hierarchical_bootstrap`, and whether every seed
-    used items (they do where every series present at the seed has items of one length)."""
-    out, all_items = [], True
-    for seed in seeds:
-        present = [s.by_seed[seed] for s in series if seed in s.by_seed]
-        items = [it for _, it in present]
-        use_items = all(it is not None for it in items) and len({len(it) for it in items}) == 1
-        all_items &= use_items
-        width = len(items[0]) if use_items else 1
-        g = np.full((len(series), width), np.nan)
-        for row, s in enumerate(series):
-            if seed in s.by_seed:
-                value, it = s.by_seed[seed]
-                g[row] = it if use_items else value
-        out.append(g)
-    return out, all_items
+    def values(self, seeds: list[int]) -> np.ndarray:
+        return np.array([self.by_seed[k][0] for k in seeds], dtype=np.float64)
 
 
 def _better_sign(direction: str) -> float:
     return 1.0 if direction == "higher" else -1.0
 
 
-def _metric_stats(profile: str, task: str, metric: str, direction: str,
-                  series: list[_Series], n_boot: int, alpha: float, baseline: str) -> dict:
-    """Per-scorer statistics, comparisons to the baseline, tiers and rank intervals of one metric.
-    Returns {label: {...}} and, under key None, the joint replicates (B, m) or None."""
+def _min_effect(min_effect: float, reference: float) -> float:
+    """The metric's minimum effect in its own units: relative to ``reference`` (the baseline's
+    mean), absolute when that mean is 0 or unknown."""
+    if math.isnan(reference) or reference == 0:
+        return min_effect
+    return min_effect * abs(reference)
+
+
+def _metric_stats(profile: str, task: str, metric: str, direction: str, min_effect: float,
+                  descriptive: bool, series: list[_Series], n_boot: int, alpha: float,
+                  baseline: str) -> dict:
+    """Per-scorer statistics, comparisons to the baseline, tiers and rank intervals of one
+    metric. A descriptive metric (probe and cost tracks) gets no tiers or ranks."""
     higher = direction == "higher"
-    out: dict[Any, dict] = {}
+    out: dict[str, dict] = {}
     base = next((s for s in series if s.label == baseline), None)
+    effect = _min_effect(min_effect, base.mean() if base is not None else math.nan)
     for s in series:
         seeds = sorted(s.by_seed)
-        values = [s.by_seed[k][0] for k in seeds]
-        row = {"n": len(seeds), "seeds": seeds, "values": values, "mean": s.mean(),
+        values = s.values(seeds)
+        items = [s.by_seed[k][1] for k in seeds]
+        row = {"n": len(seeds), "seeds": seeds, "values": values.tolist(), "mean": s.mean(),
                "std": float(np.std(values, ddof=1)) if len(values) > 1 else math.nan,
                "ci_low": math.nan, "ci_high": math.nan, "ci_method": "",
-               "n_items": sum(len(it) for _, it in s.by_seed.values() if it is not None),
-               "delta_vs_baseline": math.nan, "p_vs_baseline": math.nan,
-               "p_signflip": math.nan, "n_paired": 0}
+               "ci_items_low": math.nan, "ci_items_high": math.nan,
+               "n_items": sum(len(it) for it in items if it is not None),
+               "min_effect": effect, "delta_vs_baseline": math.nan, "p_vs_baseline": math.nan,
+               "p_signflip": math.nan, "n_paired": 0, "sd_paired": math.nan,
+               "detectable_vs_baseline": math.nan, "tier": None,
+               "rank_low": math.nan, "rank_high": math.nan}
         if len(seeds) >= 2:
-            groups, with_items = _groups([s], seeds)
-            reps = stats.hierarchical_bootstrap(
-                groups, n_boot, stats.rng_for("ci", profile, task, metric, s.label))
-            row["ci_low"], row["ci_high"] = stats.percentile_ci(reps[:, 0], alpha)
-            row["ci_method"] = "seeds+items" if with_items else "seeds"
+            row["ci_low"], row["ci_high"] = stats.t_interval(values, alpha)
+            row["ci_method"] = "t over seeds"
+        if seeds and all(it is not None for it in items):
+            row["ci_items_low"], row["ci_items_high"] = stats.items_interval(
+                items, n_boot, stats.rng_for("items", profile, task, metric, s.label), alpha)
         if base is not None and s is not base:
             common = sorted(set(s.by_seed) & set(base.by_seed))
             row["n_paired"] = len(common)
             if common:
-                diffs = [s.by_seed[k][0] - base.by_seed[k][0] for k in common]
-                row["delta_vs_baseline"] = float(np.mean(diffs))
+                a, b = s.values(common), base.values(common)
+                row["delta_vs_baseline"] = float(np.mean(a - b))
             if len(common) >= 2:
-                groups, _ = _groups([s, base], common)
-                _, row["p_vs_baseline"] = stats.paired_bootstrap_pvalue(
-                    groups, n_boot, stats.rng_for("paired", profile, task, metric, s.label,
-                                                  baseline))
-                row["p_signflip"] = stats.sign_flip_pvalue(diffs)
+                row["p_vs_baseline"] = stats.paired_t(a, b)
+                row["p_signflip"] = stats.sign_flip(a, b)
+                row["sd_paired"] = float(np.std(a - b, ddof=1))
+                row["detectable_vs_baseline"] = stats.detectable_difference(
+                    row["sd_paired"], len(common), alpha)
         out[s.label] = row
+    if descriptive:
+        return out
 
-    present = [s for s in series if len(s.by_seed) >= 2]
-    union = sorted(set().union(*(s.by_seed for s in present))) if present else []
-    joint = None
-    if len(union) >= 2 and present:
-        groups, _ = _groups(present, union)
-        joint = stats.hierarchical_bootstrap(
-            groups, n_boot, stats.rng_for("joint", profile, task, metric))
-        complete = ~np.isnan(joint).any(axis=1)
-        ranks = stats.rank_replicates(joint[complete] if complete.mean() >= 0.5 else joint, higher)
-        for col, s in enumerate(present):
-            out[s.label]["rank_low"], out[s.label]["rank_high"] = stats.rank_interval(
-                ranks[:, col], alpha)
-    column = {s.label: i for i, s in enumerate(present)}
-    seeds_of = {s.label: set(s.by_seed) for s in present}
+    present = {s.label: s for s in series if len(s.by_seed) >= 2}
+    cache: dict[frozenset, float] = {}
 
     def pvalue(a: str, b: str) -> float:
-        if joint is None or len(seeds_of[a] & seeds_of[b]) < 2:
-            return math.nan
-        return stats.bootstrap_pvalue(joint[:, column[a]] - joint[:, column[b]])
+        key = frozenset((a, b))
+        if key not in cache:
+            common = sorted(set(present[a].by_seed) & set(present[b].by_seed))
+            if len(common) < 2:
+                cache[key] = math.nan
+            else:
+                x, y = present[a].values(common), present[b].values(common)
+                cache[key] = (1.0 if abs(float(np.mean(x - y))) < effect
+                              else stats.paired_t(x, y))
+        return cache[key]
 
-    tiers = stats.assign_tiers({s.label: s.mean() for s in present}, higher, pvalue, alpha)
-    for label in out:
+    means = {label: s.mean() for label, s in present.items()}
+    tiers = stats.assign_tiers(means, higher, pvalue, alpha)
+    ranks = stats.rank_intervals(means, higher, pvalue, alpha)
+    for label in present:
         out[label]["tier"] = tiers.get(label)
-    out[None] = {"joint": joint, "labels": [s.label for s in present]}
+        out[label]["rank_low"], out[label]["rank_high"] = ranks[label]
     return out
 
 
-def _holm_by_family(rows: list[dict], alpha: float) -> None:
-    families: dict[tuple, list[int]] = defaultdict(list)
+def _verdicts(rows: list[dict], alpha: float) -> None:
+    """Holm per (profile, scorer) across the tasks and headline metrics (secondary metrics form
+    their own family) and Benjamini-Hochberg across the scorers of one (profile, task, metric);
+    a row is better / worse when both adjusted p are <= alpha and |Δ| reaches the metric's minimum
+    effect, a tie when |Δ| is below it, n.s. otherwise. Probe and cost rows get no verdict."""
+    holm: dict[tuple, list[int]] = defaultdict(list)
+    bh: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
-        if not math.isnan(r["p_vs_baseline"]):
-            families[(r["profile"], r["scorer"], r["headline"])].append(i)
-    for members in families.values():
-        adjusted = stats.holm([rows[i]["p_vs_baseline"] for i in members])
-        for i, p in zip(members, adjusted):
-            rows[i]["p_vs_baseline_holm"] = float(p)
+        r["p_vs_baseline_holm"] = r["p_vs_baseline_bh"] = math.nan
+        if not math.isnan(r["p_vs_baseline"]) and r["track"] not in DESCRIPTIVE_TRACKS:
+            holm[(r["profile"], r["scorer"], r["headline"])].append(i)
+            bh[(r["profile"], r["task"], r["metric"])].append(i)
+    for families, key, adjust in ((holm, "p_vs_baseline_holm", stats.holm),
+                                  (bh, "p_vs_baseline_bh", stats.benjamini_hochberg)):
+        for members in families.values():
+            for i, p in zip(members, adjust([rows[i]["p_vs_baseline"] for i in members])):
+                rows[i][key] = float(p)
     for r in rows:
-        r.setdefault("p_vs_baseline_holm", math.nan)
-        p, delta = r["p_vs_baseline_holm"], r["delta_vs_baseline"]
-        if math.isnan(p):
+        delta = r["delta_vs_baseline"]
+        if r["track"] in DESCRIPTIVE_TRACKS or math.isnan(r["p_vs_baseline_holm"]):
             r["vs_baseline"] = ""
-        elif p <= alpha and delta * _better_sign(r["direction"]) > 0:
-            r["vs_baseline"] = "better"
-        elif p <= alpha and delta * _better_sign(r["direction"]) < 0:
-            r["vs_baseline"] = "worse"
+        elif abs(delta) < r["min_effect"]:
+            r["vs_baseline"] = "tie"
+        elif max(r["p_vs_baseline_holm"], r["p_vs_baseline_bh"]) <= alpha:
+            r["vs_baseline"] = "better" if delta * _better_sign(r["direction"]) > 0 else "worse"
         else:
             r["vs_baseline"] = "n.s."
 
@@ -420,103 +454,173 @@ def _nanmean(a: np.ndarray, axis: int) -> np.ndarray:
         return np.nanmean(a, axis=axis)
 
 
-def _task_scores(trows: list[dict], joints: dict, n_boot: int) -> tuple[dict, dict, bool]:
-    """One task's normalized score per scorer (mean over its headline metrics), the score's
-    bootstrap replicates (only for scorers with replicates in every headline metric, i.e. two or
-    more seeds), and whether every headline metric had a joint bootstrap. Normalization per
-    metric: (x - worst) / (best - worst) over scorer means."""
-    scores: dict[str, list[float]] = defaultdict(list)
-    reps: dict[str, list[np.ndarray]] = defaultdict(list)
-    replicable = True
-    for metric in sorted({r["metric"] for r in trows if r["headline"]}):
-        mrows = {r["scorer"]: r for r in trows if r["metric"] == metric}
-        means = {s: r["mean"] for s, r in mrows.items() if r["n"] > 0}
-        if not means:
+def normalized(x: float, floor: float | None, ceiling: float | None, log_scale: bool) -> float:
+    """clip((x - floor) / (ceiling - floor), 0, 1), on log(x) when ``log_scale``: 0 = the trivial
+    predictor or chance, 1 = perfect. NaN without both anchors (or a non-positive value on a log
+    scale)."""
+    if floor is None or ceiling is None or math.isnan(x):
+        return math.nan
+    if log_scale:
+        if min(x, floor, ceiling) <= 0:
+            return math.nan
+        x, floor, ceiling = math.log(x), math.log(floor), math.log(ceiling)
+    if floor == ceiling:
+        return math.nan
+    return min(1.0, max(0.0, (x - floor) / (ceiling - floor)))
+
+
+@dataclass
+class _TaskScore:
+    """One scorer's normalized score of one task: the mean over seeds of the seed's mean
+    normalized headline value; ``var`` is the variance of that mean (0 for a task where every
+    cell failed, which counts 0; NaN with one seed) and ``df`` its degrees of freedom."""
+
+    score: float
+    var: float
+    df: float
+    seeds: dict[int, float]
+
+
+def _task_score(per_seed: dict[int, list[float]], all_failed: bool) -> _TaskScore | None:
+    seeds = {k: float(np.mean(v)) for k, v in sorted(per_seed.items()) if v}
+    if seeds:
+        x = np.array(list(seeds.values()))
+        var = float(x.var(ddof=1)) / x.size if x.size > 1 else math.nan
+        return _TaskScore(float(x.mean()), var, float(x.size - 1), seeds)
+    return _TaskScore(0.0, 0.0, 1.0, {}) if all_failed else None
+
+
+def _difference(a: dict[str, _TaskScore], c: dict[str, _TaskScore]) -> tuple[list, list, list]:
+    """Per task: the mean difference of two scorers' task scores, its variance and df; paired on
+    the seeds both have where both have two or more of them, independent otherwise."""
+    means, variances, dofs = [], [], []
+    for task in sorted(a):
+        x, y = a[task], c[task]
+        common = sorted(set(x.seeds) & set(y.seeds))
+        if len(common) >= 2 and len(common) == len(x.seeds) == len(y.seeds):
+            d = np.array([x.seeds[k] - y.seeds[k] for k in common])
+            means.append(float(d.mean()))
+            variances.append(float(d.var(ddof=1)) / d.size)
+            dofs.append(float(d.size - 1))
+        else:
+            means.append(x.score - y.score)
+            variances.append(x.var + y.var)
+            dofs.append(stats.welch_satterthwaite([x.var, y.var], [x.df, y.df])
+                        if x.var + y.var > 0 else 1.0)
+    return means, variances, dofs
+
+
+def _win_rate(prows: list[dict], scenarios: list[tuple[str, str]], scorer: str) -> float:
+    """HELM's mean win rate: per scenario (task, headline metric of the overall) the share of the
+    other scorers whose mean this scorer beats (a tie within the tolerance counts half; a scorer
+    whose every cell failed loses to every scorer with a value), averaged over scenarios."""
+    rates = []
+    for task, metric in scenarios:
+        mrows = {r["scorer"]: r for r in prows if r["task"] == task and r["metric"] == metric}
+        if scorer not in mrows:
             continue
-        sign = _better_sign(next(iter(mrows.values()))["direction"])
-        best = max(means.values(), key=lambda v: sign * v)
-        worst = min(means.values(), key=lambda v: sign * v)
+        sign = _better_sign(mrows[scorer]["direction"])
 
-        def norm(x, best=best, worst=worst):
-            return (x - worst) / (best - worst) if best != worst else np.ones_like(x)
-
-        joint = joints.get((trows[0]["profile"], trows[0]["task"], metric))
-        replicable &= joint is not None
-        for s, r in mrows.items():
+        def value(r):
             if r["n"] > 0:
-                scores[s].append(float(norm(np.float64(r["mean"]))))
-                if joint is not None and s in joint["labels"]:
-                    reps[s].append(norm(joint["joint"][:, joint["labels"].index(s)]))
-                else:
-                    reps[s].append(None)
-            elif r["n_failed"] + r["n_null"] > 0:
-                scores[s].append(0.0)
-                reps[s].append(np.zeros(n_boot))
-    task_score = {s: float(np.mean(v)) for s, v in scores.items()}
-    task_reps = {s: np.mean(v, axis=0) for s, v in reps.items()
-                 if replicable and all(r is not None for r in v)}
-    return task_score, task_reps, replicable
+                return sign * r["mean"]
+            return -math.inf if r["n_failed"] + r["n_null"] > 0 else math.nan
+
+        mine = value(mrows[scorer])
+        if math.isnan(mine):
+            continue
+        wins = []
+        for other, r in mrows.items():
+            theirs = value(r)
+            if other == scorer or math.isnan(theirs):
+                continue
+            if mine == theirs or (math.isfinite(mine) and math.isfinite(theirs)
+                                  and abs(mine - theirs) <= stats.tolerance(mine, theirs)):
+                wins.append(0.5)
+            else:
+                wins.append(1.0 if mine > theirs else 0.0)
+        if wins:
+            rates.append(float(np.mean(wins)))
+    return float(np.mean(rates)) if rates else math.nan
 
 
-def _overall(rows: list[dict], joints: dict, records_by_scorer: dict, n_boot: int,
+def _overall(rows: list[dict], seed_norms: dict, anchored: dict, records_by_scorer: dict,
              alpha: float) -> tuple[list[dict], list[dict]]:
-    """Per profile: normalized headline score per scorer, with CI, tiers and rank intervals; and
-    the per-task normalized scores it averages."""
+    """Per profile: the fixed-anchor quality score per scorer, with t interval, mean win rate,
+    tiers and rank intervals; and the per-task normalized scores it averages."""
     out, task_scores = [], []
     by_profile: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        if r["track"] != "cost":
+        if r["track"] in OVERALL_TRACKS:
             by_profile[r["profile"]].append(r)
     for profile in sorted(by_profile):
         prows = by_profile[profile]
         scorers = sorted({r["scorer"] for r in prows})
-        per_task_score, per_task_reps, replicable = {}, {}, True
+        per_task: dict[str, dict[str, _TaskScore]] = {}
+        scenarios = []
         for task in sorted({r["task"] for r in prows}):
-            if {r["scorer"] for r in prows if r["task"] == task} != set(scorers):
-                continue   # run by some scorers only: shown in its track, not in the overall
-            score, reps, ok = _task_scores([r for r in prows if r["task"] == task], joints, n_boot)
-            if score:
-                per_task_score[task], per_task_reps[task] = score, reps
-                replicable &= ok
-                task_scores += [dict(profile=profile, task=task, scorer=s, score=v)
-                                for s, v in sorted(score.items())]
-        overall_score, overall_reps = {}, {}
+            metrics = anchored.get((profile, task), [])
+            if not metrics or {r["scorer"] for r in prows if r["task"] == task} != set(scorers):
+                continue   # run by some scorers only, or no anchored headline metric
+            scenarios += [(task, m) for m in metrics]
+            scores = {}
+            for s in scorers:
+                trows = [r for r in prows if r["task"] == task and r["scorer"] == s
+                         and r["metric"] in metrics]
+                all_failed = all(r["n"] == 0 for r in trows) and any(
+                    r["n_failed"] + r["n_null"] > 0 for r in trows)
+                ts = _task_score(seed_norms.get((profile, task), {}).get(s, {}), all_failed)
+                if ts is not None:
+                    scores[s] = ts
+            per_task[task] = scores
+            task_scores += [dict(profile=profile, task=task, scorer=s, score=ts.score)
+                            for s, ts in sorted(scores.items())]
+        tasks_of = {s: {t: per_task[t][s] for t in per_task if s in per_task[t]} for s in scorers}
+        overall_score, summary = {}, {}
         for s in scorers:
-            tasks = [t for t in per_task_score if s in per_task_score[t]]
-            overall_score[s] = float(np.mean([per_task_score[t][s] for t in tasks])) \
-                if tasks else math.nan
-            if replicable and tasks and all(s in per_task_reps[t] for t in tasks):
-                overall_reps[s] = _nanmean(np.stack([per_task_reps[t][s] for t in tasks]), 0)
-        labels = sorted(overall_reps)
-        ranks = (stats.rank_replicates(np.stack([overall_reps[s] for s in labels], axis=1), True)
-                 if labels else None)
+            ts = list(tasks_of[s].values())
+            if not ts:
+                overall_score[s] = math.nan
+                continue
+            if all(math.isfinite(t.var) for t in ts):
+                summary[s] = stats.combined_t([t.score for t in ts], [t.var for t in ts],
+                                              [t.df for t in ts], alpha)
+            overall_score[s] = float(np.mean([t.score for t in ts]))
+        testable = {s: overall_score[s] for s in summary}
 
-        def pvalue(a, c, reps=overall_reps):
-            if a not in reps or c not in reps:
-                return math.nan
-            return stats.bootstrap_pvalue(reps[a] - reps[c])
+        def pvalue(a, c):
+            if set(tasks_of[a]) == set(tasks_of[c]):
+                means, variances, dofs = _difference(tasks_of[a], tasks_of[c])
+            else:
+                means = [overall_score[a] - overall_score[c]]
+                va = sum(t.var for t in tasks_of[a].values()) / len(tasks_of[a]) ** 2
+                vc = sum(t.var for t in tasks_of[c].values()) / len(tasks_of[c]) ** 2
+                variances, dofs = [va + vc], [stats.welch_satterthwaite(
+                    [va, vc], [min(t.df for t in tasks_of[x].values()) for x in (a, c)])
+                    if va + vc > 0 else 1.0]
+            if abs(float(np.mean(means))) < OVERALL_MIN_EFFECT:
+                return 1.0
+            return stats.combined_t(means, variances, dofs, alpha)[3]
 
-        tiers = stats.assign_tiers({s: overall_score[s] for s in labels}, True, pvalue, alpha)
+        tiers = stats.assign_tiers(testable, True, pvalue, alpha)
+        ranks = stats.rank_intervals(testable, True, pvalue, alpha)
         for s in scorers:
             by_task = defaultdict(list)
             for r in prows:
-                if r["scorer"] == s and r["task"] in per_task_score:
+                if r["scorer"] == s and r["task"] in per_task and r["headline"]:
                     by_task[r["task"]].append(r)
             recs = records_by_scorer.get((profile, s), [])
-            ci = rank = (math.nan, math.nan)
-            if s in overall_reps:
-                ci = stats.percentile_ci(overall_reps[s], alpha)
-                rank = stats.rank_interval(ranks[:, labels.index(s)], alpha)
+            ci = summary[s][1:3] if s in summary else (math.nan, math.nan)
+            rank = ranks.get(s, (math.nan, math.nan))
             prov = _provenance_lists(recs)
             out.append(dict(
                 profile=profile, scorer=s, score=overall_score[s], ci_low=ci[0], ci_high=ci[1],
-                n_tasks=sum(1 for t in per_task_score if s in per_task_score[t]),
-                tasks_failed=sum(1 for rs in by_task.values() if all(
-                    r["n"] == 0 and r["n_failed"] + r["n_null"] > 0 for r in rs)),
-                tasks_skipped=sum(1 for rs in by_task.values() if all(
-                    r["n"] == 0 and r["n_failed"] + r["n_null"] == 0 for r in rs)),
+                win_rate=_win_rate(prows, scenarios, s),
+                n_tasks=len(tasks_of[s]),
+                tasks_failed=sum(1 for t in tasks_of[s].values() if not t.seeds),
+                tasks_skipped=sum(1 for t in per_task if s not in per_task[t]),
                 tier1_tasks=sum(1 for rs in by_task.values()
-                                if any(r["headline"] and r.get("tier") == 1 for r in rs)),
+                                if any(r.get("tier") == 1 for r in rs)),
                 tier=tiers.get(s), rank_low=rank[0], rank_high=rank[1],
                 n_cells=len(recs), n_failed=sum(_failure_counts(recs).values()),
                 failures=_failure_counts(recs), date=prov["date"], git_sha=prov["git_sha"],
@@ -547,7 +651,9 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         by_task[(label_of(r), r.task)].append(r)
 
     rows: list[dict] = []
-    joints: dict[tuple, dict] = {}
+    seed_norms: dict[tuple, dict] = {}
+    anchored: dict[tuple, list[str]] = {}
+    unanchored: list[str] = []
     grids: list[dict] = []
     failed_cells: list[dict] = []
     records_by_scorer: dict[tuple[str, str], list[Record]] = defaultdict(list)
@@ -556,7 +662,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         specs: dict[str, Counter] = defaultdict(Counter)
         for r in recs:
             for name, spec in r.metric_specs.items():
-                specs[name][(spec["direction"], spec["headline"])] += 1
+                specs[name][tuple(spec[k] for k in SPEC_KEYS)] += 1
         for name, counter in specs.items():
             if len(counter) > 1:
                 problems.append(Problem(f"{task} ({profile})", f"metric {name!r} is declared "
@@ -576,27 +682,39 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                         status=r.status if not bad else f"ok, null {', '.join(sorted(bad))}",
                         step=r.step, message=r.message, path=r.path, date=r.date,
                         git_sha=r.git_sha, hardware=r.hardware))
+        norms: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for metric in sorted(specs):
-            direction, headline = specs[metric].most_common(1)[0][0]
+            spec = dict(zip(SPEC_KEYS, specs[metric].most_common(1)[0][0]))
+            direction, headline = spec["direction"], spec["headline"]
+            in_overall = (headline and track in OVERALL_TRACKS and spec["ceiling"] is not None
+                          and (spec["floor"] is not None
+                               or any("floor" in r.anchors.get(metric, {}) for r in recs)))
+            if headline and track in OVERALL_TRACKS and not in_overall:
+                unanchored.append(f"{task}/{metric} ({profile})")
+            if in_overall:
+                anchored.setdefault((profile, task), []).append(metric)
             series = []
             for label in sorted(by_scorer):
                 s = _Series(label)
                 for r in by_scorer[label]:
                     value = r.metrics.get(metric, math.nan)
                     if r.status == "ok" and not math.isnan(value):
-                        items = r.items.get(metric)
-                        s.by_seed[r.seed] = (value, items)
+                        s.by_seed[r.seed] = (value, r.items.get(metric))
+                        if in_overall:
+                            anchor = {**spec, **r.anchors.get(metric, {})}
+                            x = normalized(value, anchor["floor"], anchor["ceiling"],
+                                           spec["log_scale"])
+                            norms[label][r.seed] += [] if math.isnan(x) else [x]
                 series.append(s)
-            result = _metric_stats(profile, task, metric, direction, series, n_boot, alpha,
-                                   baseline)
-            joint = result.pop(None)
-            if joint["joint"] is not None:
-                joints[(profile, task, metric)] = joint
+            result = _metric_stats(profile, task, metric, direction, spec["min_effect"],
+                                   track in DESCRIPTIVE_TRACKS, series, n_boot, alpha, baseline)
             for label in sorted(by_scorer):
                 scorer_recs = by_scorer[label]
                 first = scorer_recs[0]
-                nulls = sum(1 for r in scorer_recs if r.status == "ok"
-                            and math.isnan(r.metrics.get(metric, math.nan)))
+                nulls = sum(1 for r in scorer_recs if r.status == "ok" and metric in r.metrics
+                            and math.isnan(r.metrics[metric]))
+                not_applicable = sum(1 for r in scorer_recs if r.status == "skipped"
+                                     or (r.status == "ok" and metric not in r.metrics))
                 failures = _failure_counts(scorer_recs)
                 if nulls:
                     failures["null"] = nulls
@@ -610,10 +728,13 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                     n_ok=sum(1 for r in scorer_recs if r.status == "ok"), n_failed=n_failed,
                     failures=failures, n_skipped=sum(1 for r in scorer_recs
                                                      if r.status == "skipped"),
-                    n_null=nulls, survivors_only=bool(st["n"] > 0 and (n_failed + nulls) > 0),
+                    n_na=not_applicable, n_null=nulls,
+                    survivors_only=bool(st["n"] > 0 and (n_failed + nulls) > 0),
+                    floor=spec["floor"], ceiling=spec["ceiling"], log_scale=spec["log_scale"],
                     **st, **_provenance_lists(scorer_recs)))
-    _holm_by_family(rows, alpha)
-    overall, task_scores = _overall(rows, joints, records_by_scorer, n_boot, alpha)
+        seed_norms[(profile, task)] = {k: dict(v) for k, v in norms.items()}
+    _verdicts(rows, alpha)
+    overall, task_scores = _overall(rows, seed_norms, anchored, records_by_scorer, alpha)
 
     track_order = {t: i for i, t in enumerate(TRACKS)}
     rows.sort(key=lambda r: (track_order[r["track"]], r["task"], r["profile"], not r["headline"],
@@ -625,7 +746,10 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
     dates = sorted({r.date for r in used if r.date != "unknown"})
     meta = {
         "release": release, "baseline": baseline, "alpha": alpha, "n_boot": n_boot,
-        "exact_item_draws": stats.EXACT_ITEM_DRAWS,
+        "exact_item_draws": stats.EXACT_ITEM_DRAWS, "power": stats.POWER,
+        "tie_tol": stats.TIE_TOL, "overall_min_effect": OVERALL_MIN_EFFECT,
+        "overall_tracks": list(OVERALL_TRACKS), "descriptive_tracks": list(DESCRIPTIVE_TRACKS),
+        "unanchored": sorted(unanchored),
         "n_files": len(loaded.records) + sum(1 for p in loaded.problems if p.skipped),
         "n_records": len(loaded.records), "n_used": len(used),
         "n_superseded": sum(s["n_cells"] for s in superseded),
@@ -648,6 +772,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         problems=_frame([p.__dict__ for p in problems], PROBLEM_COLUMNS),
         task_scores=_frame(task_scores, TASK_SCORE_COLUMNS),
         grids=_frame(grids, GRID_COLUMNS),
+        claims=_frame(judge_claims(rows, load_claims(), alpha), CLAIM_COLUMNS),
     )
 
 

@@ -13,34 +13,70 @@ from suite.records import TRACKS
 TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
                 "encoder": "Encoder LM", "probe": "Probes", "cost": "Cost"}
 MESSAGE_WIDTH = 120
+DESCRIPTIVE = ("probe", "cost")
 
 METHOD = """\
 - **Rows** are (profile, task, metric, scorer). *n* counts the seeds whose cell finished `ok`
   with a value; mean and std are over those seeds. Headline metrics are shown here, and every
   metric of a task run by at most {detail} scorers; all of them are in `results.csv` /
   `results.json`.
-- **95% CI**: percentile bootstrap ({n_boot} replicates), two-stage where per-item outcomes exist
-  (resample seeds, then items within each drawn seed), over seeds otherwise. Needs n >= 2.
-- **Δ vs {baseline}** is the mean paired difference on the seeds both ran; **p** is a paired
-  two-stage bootstrap test on those seeds and their items (two-sided), Holm-corrected per scorer
-  across the tasks and headline metrics of a profile. *better* / *worse* mark Holm p <= {alpha}
-  in the metric's declared direction. **p sign-flip** is the exact sign-flip permutation test
-  over the per-seed differences (not corrected): it assumes nothing about the seed distribution
-  but cannot go below 2^(1-n) (0.25 at three seeds), so read a small bootstrap p with a large
-  sign-flip p as "consistent on these seeds, too few seeds to generalize".
-- **Tier**: among the scorers not yet placed, the best mean leads a tier; every other scorer is
-  compared with the leader (paired bootstrap difference from one joint bootstrap that resamples
-  the same seeds and items for all scorers), p-values Holm-corrected within the step; scorers
-  with adjusted p > {alpha} share the leader's tier. Repeat with the rest. A scorer with fewer
-  than two seeds gets no tier. **Rank** is the 95% interval of the scorer's rank in those
-  bootstrap replicates (1 = best), over the replicates where every scorer drew one of its seeds.
-- **Failures** (diverged / nan / oom / timeout / error, and `null` for a missing metric) are
-  counted per row; a mean marked † is over the surviving seeds only.
-- **Overall**: per profile, over the quality tasks (ICL, decoder, encoder, probes) that every
-  scorer has records of (a task run by some scorers only is named under the table), each task's
-  headline metrics are normalized (1 = best scorer mean, 0 = worst) and averaged; the score is
-  the mean over the tasks the scorer ran (a task where all its cells failed counts 0; tasks it
-  cannot run do not count). CI, rank and tier as above, from the same bootstrap replicates.
+- **The seed is the unit.** A seed's value is its mean over the evaluation items, so item noise
+  enters once, through each seed's mean. **95% CI**: Student t on the seed values,
+  mean ± t(n-1) · s/√n (needs n >= 2). It is calibrated at 3 to 10 seeds: in simulation it covers
+  the true mean in 95% of rows whether seed or item noise dominates (the former two-stage
+  bootstrap covered about 75% at three seeds). The column **items only** is a different
+  question, "given these trained models": a percentile bootstrap ({n_boot} replicates) over items
+  only, one item draw shared by all seeds evaluated on the same items. It says how much the
+  evaluation set alone moves the number, not how another training run would land.
+- **Δ vs {baseline}** is the mean paired difference on the seeds both ran; **p** is the paired t
+  test on the per-seed differences (two-sided), corrected twice: Holm per scorer across the
+  tasks and headline metrics of a profile (secondary metrics form their own family), and
+  Benjamini-Hochberg across the scorers compared with {baseline} on one metric. *better* /
+  *worse* need both corrected p <= {alpha} and |Δ| at least the metric's minimum effect.
+  **p sign-flip** is the exact sign-flip permutation test over the seed differences
+  (uncorrected, assumes no normality): it cannot go below 2^(1-n), 0.25 at three seeds.
+- **No verdict on a tie.** Differences within a numeric tolerance ({tie_tol:g} relative) are
+  zero. Each metric declares a minimum effect (default 1e-6, relative to {baseline}'s mean,
+  absolute when that mean is 0): a |Δ| below it is a *tie*, never better or worse, and never
+  separates tiers.
+- **Power.** Under each table, per metric: the smallest difference vs {baseline} the paired t test
+  detects with {power:.0%} power at α = {alpha}, from its n and the spread of the per-seed
+  differences; *n.s.* reads "no difference larger than that". A paired t test needs
+  {n_2sd} seeds to detect a difference of 2 standard deviations of the per-seed differences,
+  {n_1sd} seeds for 1 and {n_halfsd} for 0.5 (80% power, α = {alpha}, before correction); three
+  seeds detect {d3:.1f} standard deviations.
+- **Tier**: walk the scorers from the best mean. The first leads a tier; every later scorer is
+  compared with the leader (paired t on common seeds; a tie below the minimum effect is not a
+  difference), p-values Holm-corrected within the step; the tier ends just before the first
+  scorer, in score order, that is significantly worse than the leader, which leads the next
+  tier. So tiers follow the score order. **Rank** is an interval from the same pairwise tests:
+  1 + the number of scorers significantly better, to the count of scorers minus the number
+  significantly worse (Holm over each scorer's comparisons). A scorer with fewer than two seeds
+  gets no tier and no rank.
+- **Probes and cost are descriptive**: their tables have no better/worse words, tiers or ranks,
+  and they never enter the overall (a probe's "better" direction is a value judgement).
+- **Failures** (diverged / nan / oom / timeout / error, and `null` for a metric the cell reported
+  as missing) are counted per row; a mean marked † is over the surviving seeds only. A metric
+  that cannot apply (the cell was `skipped`, or the task does not compute it for that scorer) is
+  **n/a**, not a failure; the failed-cells section counts the same cells.
+- **Overall**: per profile, over the ICL, decoder and encoder tasks that every scorer has records
+  of (a task run by some scorers only is named under the table). Each headline metric is put on
+  fixed anchors: score = clip((x - floor) / (ceiling - floor), 0, 1), on log x for perplexity,
+  with floor = the trivial predictor or chance (zero-predictor MSE, constant-answer error, chance
+  accuracy, unigram perplexity) and ceiling = perfect. A cell may report data-dependent anchors
+  (e.g. the unigram perplexity of its corpus); each record is normalized by its own anchors, so
+  a scorer's score depends on its own records only and does not move when another scorer is
+  added or removed. Headline metrics without both anchors stay out of the overall (listed under
+  the table). A task's score per seed is the mean of its normalized headline metrics; a scorer's
+  task score is the mean over seeds, its overall score the mean over the tasks it ran (a task
+  where all its cells failed counts 0; tasks it cannot run do not count). The CI is Student t
+  with Welch-Satterthwaite degrees of freedom over the tasks' seed variances; tiers and ranks as
+  above, on paired per-task differences. **Win rate** is HELM's mean win rate: per headline
+  metric of the overall, the share of other scorers this one beats on the mean (ties count
+  half), averaged over those metrics; unlike the score it depends on who else is in the release.
+  rliable's probability of improvement is not used: it is a pairwise matrix rather than one
+  number per scorer, and at three seeds its stratified-bootstrap interval has the coverage
+  problem this method removes; the paired tests above are the pairwise statistic.
 - **Superseded** records (older task, scorer or harness records version than the newest seen)
   are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
 """
@@ -93,7 +129,7 @@ def interval(lo: Any, hi: Any, integer: bool = False) -> str:
 
 def mean_text(row: dict) -> str:
     if not row["n"]:
-        return "all failed" if row["n_failed"] + row["n_null"] else "skipped"
+        return "all failed" if row["n_failed"] + row["n_null"] else "n/a"
     text = num(row["mean"])
     if not _isnan(row["ci_low"]):
         text += " " + interval(row["ci_low"], row["ci_high"])
@@ -167,18 +203,44 @@ def track_table(board, track: str) -> str:
     baseline = board.meta.get("baseline", "softmax")
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + [
-        "task", "metric", "scorer", "mean [95% CI]", "n", f"Δ vs {baseline}", "p (Holm)",
-        "p sign-flip", "tier", "rank", "failures", "date", "harness", "hardware"]
+        "task", "metric", "scorer", "mean [95% CI]", "items only", "n", f"Δ vs {baseline}",
+        "p (Holm)", "p (BH)", "p sign-flip", "tier", "rank",
+        "failures", "date", "harness", "hardware"]
     body = []
     for r in rows:
-        arrow = "↓" if r["direction"] == "lower" else "↑"
+        arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
-            cell_text(r["task"]), f"{cell_text(r['metric'])} {arrow}", cell_text(r["scorer"]),
-            mean_text(r), str(r["n"]), delta_text(r, baseline), pval(r["p_vs_baseline_holm"]),
-            pval(r["p_signflip"]), tier_text(r),
+            cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}", cell_text(r["scorer"]),
+            mean_text(r), interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
+            delta_text(r, baseline),
+            pval(r["p_vs_baseline_holm"]),
+            pval(r["p_vs_baseline_bh"]), pval(r["p_signflip"]), tier_text(r),
             interval(r["rank_low"], r["rank_high"], integer=True), failures_text(r["failures"]),
             r["date"], short_shas(r["git_sha"]), cell_text(joined(r["hardware"]))])
     return _table(body, headers)
+
+
+def power_lines(board, track: str) -> list[str]:
+    """Per shown (profile, task, metric): the smallest difference vs the baseline detectable at
+    80% power, from the rows' n and the spread of their per-seed differences (the median over the
+    scorers compared)."""
+    baseline = board.meta.get("baseline", "softmax")
+    groups: dict[tuple, list[dict]] = {}
+    for r in shown_rows(board, track):
+        groups.setdefault((r["profile"], r["task"], r["metric"]), []).append(r)
+    out = []
+    for (profile, task, metric), rows in groups.items():
+        tested = [r for r in rows if not _isnan(r["detectable_vs_baseline"])]
+        if not tested:
+            continue
+        ns = sorted({int(r["n_paired"]) for r in tested})
+        detectable = pd.Series([r["detectable_vs_baseline"] for r in tested]).median()
+        spread = pd.Series([r["sd_paired"] for r in tested]).median()
+        out.append(f"{task} / {metric} ({profile}): differences vs {baseline} smaller than "
+                   f"{num(detectable)} are below 80% power (n = {', '.join(map(str, ns))} "
+                   f"seeds, sd of per-seed differences {num(spread)}, median over "
+                   f"{len(tested)} scorers)")
+    return out
 
 
 def outside_overall(board) -> list[str]:
@@ -186,7 +248,7 @@ def outside_overall(board) -> list[str]:
     in_overall = {(r["profile"], r["task"]) for r in _records(board.task_scores)}
     ran: dict[tuple[str, str], set] = {}
     for r in _records(board.rows):
-        if r["track"] != "cost":
+        if r["track"] not in DESCRIPTIVE:
             ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
     return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
             f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
@@ -200,22 +262,55 @@ def overall_table(board) -> str:
         return "No quality-track records in this release."
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + [
-        "tier", "scorer", "score [95% CI]", "rank", "tasks", "tier-1 tasks", "failed cells",
+        "tier", "scorer", "score [95% CI]", "win rate", "rank", "tasks", "tier-1 tasks",
+        "failed cells",
         "date", "harness", "hardware"]
     body = []
     for r in rows:
         body.append(([r["profile"]] if multi else []) + [
-            tier_text(r), cell_text(r["scorer"]), score_text(r),
+            tier_text(r), cell_text(r["scorer"]), score_text(r), num(r["win_rate"]),
             interval(r["rank_low"], r["rank_high"], integer=True), tasks_text(r),
             str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
             cell_text(joined(r["hardware"]))])
     return _table(body, headers)
 
 
+def claim_verdict_text(row: dict) -> str:
+    if row["verdict"] == "not supported" and not _isnan(row["detectable"]):
+        return f"not supported (no difference larger than {num(row['detectable'])})"
+    return "not run at this profile" if row["verdict"] == "not run" else row["verdict"]
+
+
+def claims_table(board) -> str:
+    rows = _records(board.claims)
+    if not rows:
+        return "No row of this release holds a claim's metric."
+    body = [[cell_text(r["id"]), cell_text(r["claim"]), cell_text(r["source"]), r["profile"],
+             f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}",
+             f"{cell_text(r['task'])} / {cell_text(r['metric'])} "
+             f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["paper"]),
+             "n/a" if _isnan(r["effect"]) else
+             f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
+             pval(r["p"]), str(r["n_seeds"]), claim_verdict_text(r)] for r in rows]
+    return _table(body, ["claim", "text", "source", "profile", "scorer", "task / metric",
+                         "paper", "effect [95% CI]", "p (Holm)", "n", "verdict"])
+
+
+def failed_cells_sentence(board) -> str:
+    """How many cells failed and how many were skipped (n/a), counted as the tables count them."""
+    rows = _records(board.failed_cells)
+    skipped = sum(1 for r in rows if r["status"] == "skipped")
+    failed = len(rows) - skipped
+    if not rows:
+        return "Every cell finished `ok` with every metric it reports."
+    return (f"{failed} failed cell(s) (a failure status, or `ok` with a null metric) and "
+            f"{skipped} skipped cell(s) (n/a: the task cannot run that scorer).")
+
+
 def failed_cells_table(board) -> str:
     rows = _records(board.failed_cells)
     if not rows:
-        return "Every cell finished `ok`."
+        return failed_cells_sentence(board)
     body = []
     for r in rows:
         message = cell_text(r["message"])
@@ -224,7 +319,8 @@ def failed_cells_table(board) -> str:
         body.append([r["profile"], cell_text(r["task"]), cell_text(r["scorer"]), str(r["seed"]),
                      cell_text(r["status"]), "" if _isnan(r["step"]) else str(r["step"]),
                      message, r["date"]])
-    return _table(body, ["profile", "task", "scorer", "seed", "status", "step", "message", "date"])
+    return failed_cells_sentence(board) + "\n\n" + _table(
+        body, ["profile", "task", "scorer", "seed", "status", "step", "message", "date"])
 
 
 def superseded_table(board) -> str:
@@ -267,9 +363,20 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
     h = "#" * level
     outside = outside_overall(board)
     out = [f"{h} Overall", "", overall_table(board), ""]
-    out += [f"- {line}" for line in outside] + ([""] if outside else [])
+    unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
+                  for line in board.meta.get("unanchored", [])]
+    out += [f"- {line}" for line in outside + unanchored] + ([""] if outside + unanchored else [])
+    out += [f"{h} Claims", "", "The SSA paper's claims (`leaderboard/claims.toml`), judged per "
+            "profile: effect = scorer - baseline, paired over common seeds; paired t test, Holm "
+            "across the claims of a profile; *supported* / *contradicted* need adjusted p <= "
+            "α and the metric's minimum effect.", "", claims_table(board), ""]
     for track in TRACKS:
-        out += [f"{h} {TRACK_TITLES[track]}", "", track_table(board, track), ""]
+        out += [f"{h} {TRACK_TITLES[track]}", ""]
+        if track in DESCRIPTIVE:
+            out += ["Descriptive: no better/worse, tiers or ranks; not part of the overall.", ""]
+        out += [track_table(board, track), ""]
+        power = power_lines(board, track) if track not in DESCRIPTIVE else []
+        out += [f"- {line}" for line in power] + ([""] if power else [])
     out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",
             f"{h} Superseded records", "", superseded_table(board), "",
             f"{h} Records not used", "", problems_table(board), ""]
@@ -289,8 +396,14 @@ def release_readme(board, plots: list[str]) -> str:
 
 
 def method_text(meta: dict) -> str:
-    return METHOD.format(n_boot=meta["n_boot"], baseline=meta["baseline"], alpha=meta["alpha"],
-                         detail=DETAIL_MAX_SCORERS)
+    from .stats import POWER, TIE_TOL, detectable_difference, seeds_needed
+
+    alpha = meta["alpha"]
+    return METHOD.format(n_boot=meta["n_boot"], baseline=meta["baseline"], alpha=alpha,
+                         detail=DETAIL_MAX_SCORERS, tie_tol=meta.get("tie_tol", TIE_TOL),
+                         power=meta.get("power", POWER), n_2sd=seeds_needed(2.0, alpha),
+                         n_1sd=seeds_needed(1.0, alpha), n_halfsd=seeds_needed(0.5, alpha),
+                         d3=detectable_difference(1.0, 3, alpha))
 
 
 def leaderboard_index(latest, latest_link: str, plots: list[str], plot_prefix: str,

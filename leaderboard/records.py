@@ -20,6 +20,7 @@ from suite.records import (RECORD_SUFFIXES, TRACKS, RecordError, read_record_tex
                            records_version, validate_record)
 
 RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
+DEFAULT_MIN_EFFECT = 1e-6
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Record:
     grids: dict[str, dict]
     items: dict[str, np.ndarray]
     provenance: dict[str, Any] = field(default_factory=dict)
+    anchors: dict[str, dict] = field(default_factory=dict)  # extra["anchors"]: metric -> floor/ceiling
 
     @property
     def records_version(self) -> int:
@@ -135,11 +137,45 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
                     profile=cell["profile"], seed=cell["seed"], config=cell["config"],
                     status=data["status"], message=data["message"], step=data["step"],
                     metrics=metrics,
-                    metric_specs={k: {"direction": v["direction"], "headline": v["headline"]}
-                                  for k, v in data["metric_specs"].items()},
+                    metric_specs={k: metric_spec(v) for k, v in data["metric_specs"].items()},
                     grids={k: _grid(g) for k, g in data["grids"].items()},
-                    items=items, provenance=data["provenance"])
+                    items=items, provenance=data["provenance"],
+                    anchors=_anchors(data["extra"].get("anchors"), metrics, path, problems))
     return record, problems
+
+
+def metric_spec(spec: dict) -> dict:
+    """A record's metric declaration with the defaults of records written before the anchors
+    existed: no floor or ceiling (the metric stays out of the overall), linear scale, and a
+    minimum effect of 1e-6 (relative to the baseline's mean)."""
+    min_effect = spec.get("min_effect")
+    return {"direction": spec["direction"], "headline": spec["headline"],
+            "floor": None if spec.get("floor") is None else float(spec["floor"]),
+            "ceiling": None if spec.get("ceiling") is None else float(spec["ceiling"]),
+            "log_scale": bool(spec.get("log_scale", False)),
+            "min_effect": DEFAULT_MIN_EFFECT if min_effect is None else float(min_effect)}
+
+
+def _anchors(raw: Any, metrics: dict[str, float], path: str,
+             problems: list[Problem]) -> dict[str, dict]:
+    """``extra["anchors"]`` as {metric: {"floor": x, "ceiling": y}} (either key optional); an
+    entry that is not of that form is reported and left out (the declared anchors apply)."""
+    if raw is None:
+        return {}
+    out: dict[str, dict] = {}
+    entries = raw.items() if isinstance(raw, dict) else [("", raw)]
+    for name, anchor in entries:
+        ok = (name in metrics and isinstance(anchor, dict)
+              and set(anchor) <= {"floor", "ceiling"}
+              and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and math.isfinite(v) for v in anchor.values()))
+        if ok:
+            out[name] = {k: float(v) for k, v in anchor.items()}
+        else:
+            problems.append(Problem(path, f"extra.anchors {name!r} must map a metric of the "
+                                          "record to {'floor': number, 'ceiling': number}; "
+                                          "left out (the declared anchors apply)", skipped=False))
+    return out
 
 
 def _items_array(name: str, outcomes: Any, metrics: dict[str, float]) -> np.ndarray | None:

@@ -1,21 +1,46 @@
-"""Leaderboard statistics: two-stage bootstrap over seeds and items, paired tests, Holm, tiers.
+"""Leaderboard statistics at a few seeds: t intervals, paired tests, Holm and Benjamini-Hochberg,
+power, tiers in score order, rank intervals, and the items-only bootstrap.
 
-Every random draw comes from a generator seeded by a hash of what is being estimated
-(:func:`rng_for`), so a number does not depend on the order of computation or on which other
-scorers are in the release, and republishing the same records gives the same bytes.
+The unit of replication is the seed (one trained model): a row's interval and its comparison with
+the baseline use one number per seed, the seed's mean over its evaluation items, so item noise
+enters through each seed's mean and is not counted twice.
 
-Only numpy is needed; scipy is used by the tests as an independent reference.
+- Interval of a mean over n seeds: Student t, mean ± t_{n-1, 1-α/2} · s / √n (``scipy.stats.t``).
+- Paired comparison of two scorers on the seeds both ran: the paired t test on the per-seed
+  differences d_k = a_k - b_k (``scipy.stats.ttest_rel``), with the exact sign-flip permutation
+  test (``scipy.stats.permutation_test``) as the distribution-free companion, whose smallest
+  attainable p is 2^(1-n).
+- Ties: differences within the numeric tolerance ``TIE_TOL`` are zero, so identical series get
+  p = 1 and a constant non-zero difference (a deterministic metric) p = 0; whether an effect is
+  big enough to name is the caller's rule (the metric's ``min_effect``).
+- Corrections: Benjamini-Hochberg from ``statsmodels.stats.multitest.multipletests``; Holm as
+  there (see :func:`holm`).
+- Power: the smallest difference a two-sided paired t test detects with 80% power at α, given n
+  seeds and the standard deviation of the differences (``statsmodels`` ``TTestPower``).
+
+The items-only interval ("given these trained models") is a percentile bootstrap over items whose
+draws are shared by every seed when the seeds were evaluated on the same items; its generator is
+seeded by a hash of what is estimated (:func:`rng_for`), so republishing gives the same bytes.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import itertools
+import math
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 
 ALPHA = 0.05
+POWER = 0.8
 N_BOOT = 4000
+# Differences with |d| <= TIE_TOL * max(1, |scale|) are zero: floating-point noise, not an effect.
+TIE_TOL = 1e-9
+# The exact sign-flip test enumerates all 2^n sign patterns up to this many seeds.
+EXACT_SIGN_FLIP_MAX_N = 16
 # Items with at most this many distinct (joint) values are resampled exactly through multinomial
 # counts; otherwise exactly by index up to EXACT_ITEM_DRAWS draws (replicates x items x series),
 # and beyond that from the normal limit (see item_resample_means).
@@ -30,60 +55,263 @@ def rng_for(*key) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
+def tolerance(*values: float) -> float:
+    """The numeric tolerance below which a difference between ``values`` is zero."""
+    scale = max([1.0] + [abs(v) for v in values if math.isfinite(v)])
+    return TIE_TOL * scale
+
+
+# --------------------------------------------------------------------------- seed level
+
+
+def _row_tolerance(*arrays: np.ndarray) -> np.ndarray:
+    """:func:`tolerance` of each row (last axis) of the arrays."""
+    scale = np.max([np.max(np.abs(x), axis=-1) for x in arrays], axis=0)
+    return TIE_TOL * np.maximum(1.0, scale)
+
+
+def t_interval(values, alpha: float = ALPHA):
+    """The Student t interval mean ± t_{n-1, 1-α/2} · s / √n of the mean of ``values`` (one per
+    seed; ``scipy.stats.t``). Rows of a 2-D array are separate means (one interval each). NaN
+    below two values; a point interval when the values agree within the tolerance."""
+    x = np.asarray(values, dtype=np.float64)
+    n = x.shape[-1]
+    if n < 2:
+        nan = np.full(x.shape[:-1], np.nan)
+        return (float(nan), float(nan)) if x.ndim == 1 else (nan, nan)
+    mean = x.mean(axis=-1)
+    sem = x.std(axis=-1, ddof=1) / math.sqrt(n)
+    sem = np.where(sem <= _row_tolerance(x), 0.0, sem)
+    q = _t_quantile(n - 1, alpha)
+    lo, hi = mean - q * sem, mean + q * sem
+    return (float(lo), float(hi)) if x.ndim == 1 else (lo, hi)
+
+
+@functools.lru_cache(maxsize=None)
+def _t_quantile(df: int, alpha: float) -> float:
+    return float(sps.t.ppf(1 - alpha / 2, df))
+
+
+def paired_t(a, b):
+    """Two-sided paired t test of mean(a - b) = 0 over seeds: t = d̄ / (s_d / √n) on n - 1
+    degrees of freedom, as ``scipy.stats.ttest_rel``; rows of 2-D arrays are separate tests.
+
+    Differences within the tolerance are zero: all zero gives p = 1; a constant non-zero
+    difference (no spread, so the t statistic is infinite) gives p = 0. NaN below two pairs."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    n = a.shape[-1]
+    if n < 2:
+        return math.nan if a.ndim == 1 else np.full(a.shape[:-1], np.nan)
+    d = a - b
+    tol = _row_tolerance(a, b)
+    zero = np.all(np.abs(d) <= tol[..., None], axis=-1)
+    constant = np.ptp(d, axis=-1) <= tol
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = d.mean(axis=-1) / (d.std(axis=-1, ddof=1) / math.sqrt(n))
+    p = np.where(zero, 1.0, np.where(constant, 0.0, 2 * sps.t.sf(np.abs(t), n - 1)))
+    return float(p) if a.ndim == 1 else p
+
+
+def sign_flip(a: Sequence[float], b: Sequence[float], rng: np.random.Generator | None = None,
+              n_resamples: int = 100_000) -> float:
+    """Two-sided sign-flip permutation test of mean(a - b) = 0 (``scipy.stats.permutation_test``,
+    paired samples): exact over all 2^n sign patterns up to ``EXACT_SIGN_FLIP_MAX_N`` seeds, Monte
+    Carlo beyond. Its smallest value is 2^(1-n): 0.25 at three seeds. Ties as in :func:`paired_t`."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size < 1:
+        return math.nan
+    if np.all(np.abs(a - b) <= tolerance(*a, *b)):
+        return 1.0
+    exact = a.size <= EXACT_SIGN_FLIP_MAX_N
+    res = sps.permutation_test(
+        (a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+        alternative="two-sided", vectorized=True,
+        n_resamples=np.inf if exact else n_resamples,
+        random_state=None if exact else (rng if rng is not None else rng_for("sign_flip")))
+    return float(min(1.0, res.pvalue))
+
+
+def _adjust(pvalues: Sequence[float], method: str) -> np.ndarray:
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    valid = ~np.isnan(p)
+    if valid.any():
+        out[valid] = multipletests(p[valid], method=method)[1]
+    return out
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values; NaNs are not part of the family and stay NaN.
+
+    Sorted ascending, adjusted p_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)). This is
+    ``multipletests(method="holm")`` (the tests check it is), written out because that function
+    runs ``gc.collect()`` on every call: about a second per family with a release in memory,
+    and a release has thousands of families (tiers and rank intervals)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    if valid.size == 0:
+        return out
+    m = valid.size
+    order = valid[np.argsort(p[valid], kind="stable")]
+    out[order] = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    return out
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> np.ndarray:
+    """Benjamini-Hochberg (false discovery rate) adjusted p-values; NaNs stay NaN."""
+    return _adjust(pvalues, "fdr_bh")
+
+
+def detectable_difference(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest mean difference a two-sided paired t test on ``n`` seeds detects with
+    ``power`` at level ``alpha``, when the per-seed differences have standard deviation ``sd``:
+    Cohen's d solved by ``TTestPower`` times ``sd``. NaN below two seeds."""
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    if sd == 0:
+        return 0.0
+    return _detectable_d(n, alpha, power) * sd
+
+
+@functools.lru_cache(maxsize=None)
+def _detectable_d(n: int, alpha: float, power: float) -> float:
+    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                          alternative="two-sided"))
+
+
+def seeds_needed(effect_in_sd: float, alpha: float = ALPHA, power: float = POWER) -> int:
+    """Seeds a paired t test needs to detect a difference of ``effect_in_sd`` standard deviations
+    of the per-seed differences with ``power`` at ``alpha`` (rounded up)."""
+    n = TTestPower().solve_power(effect_size=effect_in_sd, nobs=None, alpha=alpha, power=power,
+                                 alternative="two-sided")
+    return int(math.ceil(float(np.ravel(n)[0])))
+
+
+def welch_satterthwaite(variances: Sequence[float], dofs: Sequence[float]) -> float:
+    """Degrees of freedom of a sum of independent mean estimates with variances v_j and df_j:
+    (Σ v_j)^2 / Σ (v_j^2 / df_j); infinite when every variance is 0."""
+    v, df = np.asarray(variances, dtype=np.float64), np.asarray(dofs, dtype=np.float64)
+    den = float(np.sum(v**2 / df))
+    return float(v.sum() ** 2 / den) if den > 0 else math.inf
+
+
+def combined_t(means: Sequence[float], variances: Sequence[float], dofs: Sequence[float],
+               alpha: float = ALPHA) -> tuple[float, float, float, float]:
+    """The mean of independent per-task estimates m_j (each with variance v_j of its mean and df_j
+    degrees of freedom): (mean, ci_low, ci_high, two-sided p of mean = 0) with a t law on the
+    Welch-Satterthwaite degrees of freedom. A zero total variance gives a point interval and
+    p = 0 or 1 (tolerance as in :func:`paired_t`)."""
+    m = np.asarray(means, dtype=np.float64)
+    v = np.asarray(variances, dtype=np.float64)
+    k = m.size
+    mean = float(m.mean())
+    var = float(v.sum()) / k**2
+    se = math.sqrt(var)
+    if se <= tolerance(mean):
+        return mean, mean, mean, (1.0 if abs(mean) <= tolerance(mean) else 0.0)
+    df = welch_satterthwaite(v, dofs)
+    q = float(sps.t.ppf(1 - alpha / 2, df))
+    p = float(2 * sps.t.sf(abs(mean) / se, df))
+    return mean, mean - q * se, mean + q * se, p
+
+
+# --------------------------------------------------------------------------- tiers and ranks
+
+
+def assign_tiers(scores: Mapping[str, float], higher_is_better: bool,
+                 pvalue: Callable[[str, str], float],
+                 alpha: float = ALPHA) -> dict[str, int | None]:
+    """Tiers in score order. Walk the scorers from the best score: the first is the tier's
+    leader; every later scorer is compared with the leader (``pvalue(other, leader)``, which
+    returns 1 for a difference below the metric's minimum effect and NaN when untestable), the
+    p-values Holm-corrected within the step; the tier ends just before the first scorer (in score
+    order) whose adjusted p is <= ``alpha``, which leads the next tier. So a later scorer never
+    sits in a better tier than an earlier one. Scorers with a NaN score get no tier (None)."""
+    sign = -1.0 if higher_is_better else 1.0
+    remaining = sorted((name for name, v in scores.items() if not math.isnan(v)),
+                       key=lambda name: (sign * scores[name], name))
+    tiers: dict[str, int | None] = {name: None for name in scores}
+    tier = 0
+    while remaining:
+        tier += 1
+        leader, others = remaining[0], remaining[1:]
+        adjusted = holm([pvalue(other, leader) for other in others])
+        cut = next((i for i, p in enumerate(adjusted) if not np.isnan(p) and p <= alpha),
+                   len(others))
+        for name in [leader] + others[:cut]:
+            tiers[name] = tier
+        remaining = others[cut:]
+    return tiers
+
+
+def rank_intervals(scores: Mapping[str, float], higher_is_better: bool,
+                   pvalue: Callable[[str, str], float],
+                   alpha: float = ALPHA) -> dict[str, tuple[float, float]]:
+    """A rank interval per scorer from its pairwise tests (1 = best): with the scorer's m - 1
+    comparisons Holm-corrected, rank_low = 1 + #(scorers significantly better), rank_high =
+    m - #(scorers significantly worse). ``pvalue`` as in :func:`assign_tiers`."""
+    names = sorted(n for n, v in scores.items() if not math.isnan(v))
+    sign = 1.0 if higher_is_better else -1.0
+    out = {}
+    for s in names:
+        others = [o for o in names if o != s]
+        adjusted = holm([pvalue(o, s) for o in others])
+        better = sum(1 for o, p in zip(others, adjusted)
+                     if not np.isnan(p) and p <= alpha and sign * (scores[o] - scores[s]) > 0)
+        worse = sum(1 for o, p in zip(others, adjusted)
+                    if not np.isnan(p) and p <= alpha and sign * (scores[o] - scores[s]) < 0)
+        out[s] = (float(1 + better), float(len(names) - worse))
+    return out
+
+
+# --------------------------------------------------------------------------- items only
+
+
 def item_resample_means(x: np.ndarray, k: int, rng: np.random.Generator,
                         exact_draws: int = EXACT_ITEM_DRAWS) -> np.ndarray:
     """``k`` bootstrap replicates of the item mean of each row of ``x`` (shape (m, n)), sharing the
     resampled item indices across rows so that rows stay paired. Returns shape (k, m).
 
     Three ways to the same distribution, cheapest first:
-    - few distinct item columns (0/1 outcomes of a few scorers): resampling n items with
-      replacement is a multinomial draw of how often each distinct column is picked, so
+    - few distinct item columns (0/1 outcomes): resampling n items with replacement is a
+      multinomial draw of how often each distinct column is picked, so
       mean* = counts · columns / n, exactly;
     - ``k * n * m <= exact_draws``: resample item indices;
     - otherwise the central-limit law of the resampled mean, N(x̄, Σ/n) with Σ the (ddof=0)
       covariance of the rows' items, which the exact bootstrap approaches for the item counts
       where it is used (hundreds of continuous-valued items and more).
-    Rows that are all NaN (a series absent at this seed) give NaN.
     """
     x = np.asarray(x, dtype=np.float64)
     m, n = x.shape
-    out = np.full((k, m), np.nan)
-    present = ~np.isnan(x).all(axis=1)
-    if k == 0 or not present.any():
-        return out
-    xp = x[present]
+    if k == 0:
+        return np.zeros((0, m))
     if n == 1:
-        out[:, present] = xp[:, 0]
-        return out
-    mp = xp.shape[0]
-    distinct = _distinct_columns(xp)
+        return np.repeat(x[:, 0][None, :], k, axis=0)
+    distinct = _distinct_columns(x)
     if distinct is not None:
         columns, inverse = distinct
         share = np.bincount(inverse, minlength=columns.shape[1]) / n
         counts = rng.multinomial(n, share, size=k)
-        out[:, present] = counts @ columns.T / n
-        return out
-    if k * n * mp <= exact_draws:
-        step = max(1, _CHUNK // (n * mp))
+        return counts @ columns.T / n
+    if k * n * m <= exact_draws:
+        step = max(1, _CHUNK // (n * m))
         rows = []
         for start in range(0, k, step):
             idx = rng.integers(0, n, size=(min(step, k - start), n))
-            rows.append(xp[:, idx].mean(axis=2).T)
-        out[:, present] = np.concatenate(rows, axis=0)
-        return out
-    mean = xp.mean(axis=1)
-    centred = xp - mean[:, None]
+            rows.append(x[:, idx].mean(axis=2).T)
+        return np.concatenate(rows, axis=0)
+    mean = x.mean(axis=1)
+    centred = x - mean[:, None]
     cov = centred @ centred.T / n**2
     w, v = np.linalg.eigh(cov)
     scale = v * np.sqrt(np.clip(w, 0.0, None))
-    out[:, present] = mean + rng.standard_normal((k, mp)) @ scale.T
-    return out
+    return mean + rng.standard_normal((k, m)) @ scale.T
 
 
 def _distinct_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(distinct columns of ``x``, index of each column's distinct column), or None when there are
-    more than MULTINOMIAL_MAX_VALUES of them. Rows are coded one at a time (1-D uniques) and the
-    codes combined into one integer key per column, which is far cheaper than a 2-D unique."""
+    more than MULTINOMIAL_MAX_VALUES of them."""
     key = np.zeros(x.shape[1], dtype=np.int64)
     radix = 1
     for row in x:
@@ -98,159 +326,19 @@ def _distinct_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return x[:, first], np.ravel(inverse)
 
 
-def hierarchical_bootstrap(groups: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator,
-                           exact_draws: int = EXACT_ITEM_DRAWS) -> np.ndarray:
-    """Replicates of the two-stage (seeds, then items within seeds) bootstrap of a grand mean.
-
-    ``groups[s]`` is an (m, n_s) array: the outcomes of m series (scorers) on the n_s items of seed
-    s, items aligned across series; n_s = 1 when only the seed-level value is known, which reduces
-    this to the ordinary bootstrap over seeds. A row of NaN marks a series absent at that seed.
-
-    Stage 1 draws S seeds with replacement; stage 2 resamples the items of each drawn seed (the
-    same indices for every series). Replicate b of series r:
-
-        θ*_br = mean over drawn seeds j where r is present of  (1/n_sj) Σ_i x_r[s_j, i*]
-
-    Returns an (n_boot, m) array (NaN where a replicate drew no seed of that series).
-    """
-    groups = [np.atleast_2d(np.asarray(g, dtype=np.float64)) for g in groups]
-    s = len(groups)
-    m = groups[0].shape[0]
-    pick = rng.integers(0, s, size=(n_boot, s))
-    draws = np.empty((n_boot, s, m))
-    for seed_index, g in enumerate(groups):
-        where = pick == seed_index
-        draws[where] = item_resample_means(g, int(where.sum()), rng, exact_draws)
-    with np.errstate(invalid="ignore"):
-        counts = (~np.isnan(draws)).sum(axis=1)
-        sums = np.nansum(draws, axis=1)
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-
-
-def percentile_ci(replicates: np.ndarray, alpha: float = ALPHA) -> tuple[float, float]:
-    """The percentile interval [q_{α/2}, q_{1-α/2}] of bootstrap replicates (NaNs dropped)."""
-    r = np.asarray(replicates, dtype=np.float64)
-    r = r[~np.isnan(r)]
-    if r.size == 0:
-        return (float("nan"), float("nan"))
-    lo, hi = np.quantile(r, [alpha / 2, 1 - alpha / 2])
-    return (float(lo), float(hi))
-
-
-def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, alpha: float = ALPHA,
-                 rng: np.random.Generator | None = None) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean of ``values`` (one number per seed)."""
-    rng = rng if rng is not None else rng_for("bootstrap_ci")
-    groups = [np.array([[v]]) for v in values]
-    return percentile_ci(hierarchical_bootstrap(groups, n_boot, rng)[:, 0], alpha)
-
-
-def bootstrap_pvalue(differences: np.ndarray) -> float:
-    """Two-sided bootstrap p-value of "mean difference = 0" from replicates of the difference:
-    p = 2·min(#(d* ≤ 0) + 1, #(d* ≥ 0) + 1) / (B + 1), capped at 1; the smallest α at which the
-    percentile interval excludes 0. Identical series give d* = 0 everywhere and p = 1."""
-    d = np.asarray(differences, dtype=np.float64)
-    d = d[~np.isnan(d)]
-    if d.size == 0:
-        return float("nan")
-    b = d.size
-    lower = (np.count_nonzero(d <= 0) + 1) / (b + 1)
-    upper = (np.count_nonzero(d >= 0) + 1) / (b + 1)
-    return float(min(1.0, 2 * min(lower, upper)))
-
-
-def paired_bootstrap_pvalue(groups: Sequence[np.ndarray], n_boot: int = N_BOOT,
-                            rng: np.random.Generator | None = None) -> tuple[float, float]:
-    """Paired two-stage bootstrap test of two series. ``groups[s]`` is a (2, n_s) array (series A
-    and B on the same items of seed s). Returns (mean difference A - B, two-sided p)."""
-    rng = rng if rng is not None else rng_for("paired_bootstrap")
-    diffs = [np.atleast_2d(g)[0:1] - np.atleast_2d(g)[1:2] for g in groups]
-    observed = float(np.mean([d.mean() for d in diffs]))
-    reps = hierarchical_bootstrap(diffs, n_boot, rng)[:, 0]
-    return observed, bootstrap_pvalue(reps)
-
-
-def sign_flip_pvalue(differences: Sequence[float], n_perm: int = 100_000,
-                     rng: np.random.Generator | None = None) -> float:
-    """Two-sided sign-flip permutation test of "mean paired difference = 0" over seeds.
-
-    Exact (all 2^n sign patterns) for n ≤ 16, Monte Carlo otherwise. Under the null the two
-    scorers are exchangeable within a seed, so each seed's difference is equally likely to carry
-    either sign. The smallest attainable p is 2^(1-n): 0.25 at three seeds.
-    """
-    d = np.asarray(differences, dtype=np.float64)
-    n = d.size
-    if n == 0:
-        return float("nan")
-    observed = abs(d.mean())
-    if n <= 16:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+def items_interval(items: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator,
+                   alpha: float = ALPHA) -> tuple[float, float]:
+    """"Given these trained models": the percentile bootstrap interval of the mean over seeds of
+    each seed's item mean, resampling items only. When every seed has the same number of items
+    (the same evaluation items at every seed) one draw of item indices is shared by all seeds;
+    otherwise each seed's items are resampled on their own."""
+    groups = [np.asarray(it, dtype=np.float64) for it in items]
+    if not groups or any(g.size == 0 for g in groups):
+        return (math.nan, math.nan)
+    if len({g.size for g in groups}) == 1:
+        reps = item_resample_means(np.stack(groups), n_boot, rng).mean(axis=1)
     else:
-        rng = rng if rng is not None else rng_for("sign_flip")
-        signs = rng.choice((1.0, -1.0), size=(n_perm, n))
-    stats = np.abs(signs @ d) / n
-    tol = 1e-12 * max(1.0, observed)
-    return float(np.mean(stats >= observed - tol))
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (NaNs are not part of the family and stay NaN).
-
-    Sort the m p-values ascending p_(1) ≤ ... ≤ p_(m); adjusted p_(i) = max_{j ≤ i} min(1,
-    (m - j + 1) p_(j)). Reject at level α where the adjusted p ≤ α.
-    """
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    if valid.size == 0:
-        return out
-    m = valid.size
-    order = valid[np.argsort(p[valid], kind="stable")]
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    out[order] = np.maximum.accumulate(scaled)
-    return out
-
-
-def assign_tiers(scores: Mapping[str, float], higher_is_better: bool,
-                 pvalue: Callable[[str, str], float],
-                 alpha: float = ALPHA) -> dict[str, int | None]:
-    """Tie groups, top down. Among the scorers not yet placed, the leader is the one with the best
-    score; every other unplaced scorer is tested against the leader (``pvalue(other, leader)``),
-    the p-values are Holm-corrected within that step, and the scorers whose adjusted p is above
-    ``alpha`` (or that cannot be tested: p is NaN) share the leader's tier. Repeat with the rest.
-    Scorers with a NaN score get no tier (None).
-    """
-    sign = -1.0 if higher_is_better else 1.0
-    remaining = sorted((name for name, v in scores.items() if not np.isnan(v)),
-                       key=lambda name: (sign * scores[name], name))
-    tiers: dict[str, int | None] = {name: None for name in scores}
-    tier = 0
-    while remaining:
-        tier += 1
-        leader, others = remaining[0], remaining[1:]
-        adjusted = holm([pvalue(other, leader) for other in others])
-        members = {leader} | {o for o, p in zip(others, adjusted) if np.isnan(p) or p > alpha}
-        for name in members:
-            tiers[name] = tier
-        remaining = [name for name in remaining if name not in members]
-    return tiers
-
-
-def rank_replicates(replicates: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """Competition ranks (1 = best; rank = 1 + number of strictly better series) of each series in
-    each bootstrap replicate; (B, m) -> (B, m), NaN where the series has no value."""
-    r = np.asarray(replicates, dtype=np.float64)
-    better = r[:, None, :] > r[:, :, None] if higher_is_better else r[:, None, :] < r[:, :, None]
-    ranks = 1.0 + better.sum(axis=2)
-    ranks[np.isnan(r)] = np.nan
-    return ranks
-
-
-def rank_interval(ranks: np.ndarray, alpha: float = ALPHA) -> tuple[float, float]:
-    """The central (1 - α) interval of one series' bootstrap ranks, as ranks that occurred."""
-    r = np.asarray(ranks, dtype=np.float64)
-    r = r[~np.isnan(r)]
-    if r.size == 0:
-        return (float("nan"), float("nan"))
-    lo, hi = np.quantile(r, [alpha / 2, 1 - alpha / 2], method="inverted_cdf")
+        reps = np.mean([item_resample_means(g[None, :], n_boot, rng)[:, 0] for g in groups],
+                       axis=0)
+    lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return (float(lo), float(hi))

@@ -124,7 +124,7 @@ def _metrics() -> dict[str, Metric]:
     out = {"train_loss": Metric("lower", description="mean training loss of the last log interval")}
     for s in PPL_SETS:
         out[f"{s}_perplexity"] = Metric("lower", headline=s in ("heldout", "wikipedia"),
-                                        description=f"{s} token perplexity")
+                                        description=f"{s} token perplexity", ceiling=1.0, log_scale=True)
         out[f"{s}_word_perplexity"] = Metric("lower", description=f"{s} word perplexity (rolling)")
         out[f"{s}_byte_perplexity"] = Metric("lower", description=f"{s} byte perplexity (rolling)")
         out[f"{s}_bits_per_byte"] = Metric("lower", description=f"{s} bits per UTF-8 byte (rolling)")
@@ -133,9 +133,18 @@ def _metrics() -> dict[str, Metric]:
         for m in b.metrics:
             direction = "lower" if m == "perplexity" else "higher"
             out[f"{b.name}_{m}"] = Metric(direction, headline=m == b.headline,
-                                          description=f"{b.name} {m} (lm-eval 0.4 rules)")
+                                          description=f"{b.name} {m} (lm-eval 0.4 rules)",
+                                          ceiling=1.0 if m in ("acc", "acc_norm") else None)
     out["lambada_openai_nll"] = Metric("lower", description="lambada mean -log p(last word)")
     return out
+
+
+def unigram_perplexity(tokens, vocab_size: int) -> float:
+    """exp(H) of the add-one unigram distribution of the training tokens: the perplexity of the
+    trivial predictor that ignores context, the floor of the perplexity's normalized score."""
+    counts = np.bincount(np.asarray(tokens, dtype=np.int64).ravel(), minlength=vocab_size) + 1.0
+    p = counts / counts.sum()
+    return float(np.exp(-(p * np.log(p)).sum()))
 
 
 def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: int,
@@ -289,6 +298,8 @@ class DecoderLM(Task):
                                   batch_tokens=cfg.eval_batch_tokens, add_bos=cfg.add_bos,
                                   autocast_dtype=torch.bfloat16 if autocast else None)
         extra["perplexity"] = self._perplexity(llm, data, cfg, metrics, items)
+        extra["anchors"] = {f"{s}_perplexity": {"floor": unigram_perplexity(data.train, tok.vocab_size)}
+                            for s in cfg.ppl_sets}
         extra["benchmarks"] = self._benchmarks(llm, cfg, metrics, items, extra)
         extra["long_continuations_split"] = llm.split_requests
         extra["eval_seconds"] = time.perf_counter() - t1
@@ -338,4 +349,5 @@ class DecoderLM(Task):
             info[name] = {"items": res.n_items, "requests": res.n_requests}
         extra["baselines"] = baselines
         extra["below_baseline"] = below
+        extra.setdefault("anchors", {}).update({m: {"floor": b} for m, b in baselines.items()})
         return info

@@ -197,7 +197,7 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
 
 def _metrics() -> dict[str, Metric]:
     out = {"zorro_overall": Metric("higher", True, "Zorro accuracy (%), mean over the 23 paradigms; "
-                                   "holistic scoring, ties wrong"),
+                                   "holistic scoring, ties wrong", floor=50.0, ceiling=100.0),
            "val_mlm_loss": Metric("lower", False, "MLM cross-entropy on held-out AO-CHILDES "
                                   "(fixed masking seed), per corrupted token")}
     for p in zorro.paradigms():

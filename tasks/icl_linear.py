@@ -105,11 +105,12 @@ class LinearConfig(ICLTaskConfig):
 METRICS = {
     "mse_id": Metric("lower", True, "MSE in distribution (sigma_x = sigma = 1, T <= the last training "
                                     "length), indices >= mse_start; least squares scores 0, the zero "
-                                    "predictor 2"),
+                                    "predictor 2", floor=2.0, ceiling=0.0),
     "ratio_id": Metric("lower", False, "MSE / zero-predictor MSE in distribution"),
     "ratio_shifted": Metric("lower", True, "MSE / zero-predictor MSE, mean over every grid cell outside "
                                            "training (sigma_x > 1, sigma > 1 or T above the last training "
-                                           "length); 1 = no better than predicting 0"),
+                                           "length); 1 = no better than predicting 0",
+                            floor=1.0, ceiling=0.0),
     "ratio_input_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1, sigma = 1"),
     "ratio_function_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x = 1, sigma > 1"),
     "ratio_joint_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1 and sigma > 1"),

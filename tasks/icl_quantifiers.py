@@ -122,6 +122,11 @@ class QuantifiersConfig(ICLTaskConfig):
         return tuple(sorted({4, t // 2, t}))
 
 
+# A constant answer (-1 for "every", +1 for "some") gets a sequence wrong exactly when x_1..x_4 share
+# the sign that flips the label at index 3: probability 1/16 at any T and sigma.
+CONSTANT_ANSWER_ERROR = 1 / 16
+
+
 def _declare() -> dict[str, Metric]:
     per = {
         "error_id": Metric("lower", False, "sequence error in distribution: sigma = 1 and T <= the last "
@@ -144,7 +149,9 @@ def _declare() -> dict[str, Metric]:
     metrics = {}
     for name, m in per.items():
         headline = name in ("error_id", "error_shifted")
-        metrics[name] = Metric(m.direction, headline, m.description + "; mean over the cell's quantifiers")
+        anchors = {"floor": CONSTANT_ANSWER_ERROR, "ceiling": 0.0} if headline else {}
+        metrics[name] = Metric(m.direction, headline, m.description + "; mean over the cell's quantifiers",
+                               **anchors)
         for q in QUANTIFIERS:
             metrics[f"{q}_{name}"] = Metric(m.direction, False, f"{q}: {m.description}")
     return metrics

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from leaderboard.aggregate import Board, aggregate, build_board
 from leaderboard.markdown import outside_overall, track_table
@@ -144,7 +145,9 @@ def test_failures_are_rows_and_survivor_means_are_flagged(tmp_path):
 
 
 def _seed_level(tmp_path, table, metric="error", direction="lower", task="icl_linear", **kw):
-    specs = {metric: {"direction": direction, "headline": True}}
+    floor, ceiling = (1.0, 0.0) if direction == "lower" else (0.0, 1.0)
+    specs = {metric: {"direction": direction, "headline": True, "floor": floor,
+                      "ceiling": ceiling}}
     for scorer, values in table.items():
         for seed, v in enumerate(values):
             write_record(tmp_path, make_record(task, scorer, seed, {metric: v}, specs=specs, **kw))
@@ -156,8 +159,9 @@ def test_statistics_of_one_row(tmp_path):
     row = rows_of(build_board(tmp_path, n_boot=N_BOOT), metric="error")[0]
     assert row["mean"] == pytest.approx(np.mean(values))
     assert row["std"] == pytest.approx(np.std(values, ddof=1))
-    assert row["n"] == 5 and row["ci_method"] == "seeds"
-    assert min(values) <= row["ci_low"] < row["mean"] < row["ci_high"] <= max(values)
+    assert row["n"] == 5 and row["ci_method"] == "t over seeds"
+    ref = sps.t.interval(0.95, 4, loc=np.mean(values), scale=sps.sem(values))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(ref, rel=1e-12)
     assert row["delta_vs_baseline"] is None or math.isnan(row["delta_vs_baseline"])
 
 
@@ -178,11 +182,13 @@ def test_tiers_and_ranks_on_constructed_data(tmp_path):
     assert (by["bad"]["rank_low"], by["bad"]["rank_high"]) == (4, 4)
     assert by["softmax"]["rank_low"] >= 2 and by["twin"]["rank_high"] <= 3
     assert by["good"]["vs_baseline"] == "better" and by["bad"]["vs_baseline"] == "worse"
-    assert by["twin"]["vs_baseline"] == "n.s."
+    assert by["twin"]["vs_baseline"] == "tie"   # mean paired difference 0: below min_effect
     assert by["good"]["p_signflip"] == pytest.approx(2 / 2**8)
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
-    assert overall["good"]["score"] == 1.0 and overall["bad"]["score"] == 0.0
+    assert overall["good"]["score"] == pytest.approx(1 - by["good"]["mean"])   # floor 1, ceiling 0
+    assert overall["bad"]["score"] == pytest.approx(1 - by["bad"]["mean"])
     assert overall["good"]["tier"] == 1 and overall["bad"]["tier"] == 3
+    assert overall["good"]["win_rate"] == 1.0 and overall["bad"]["win_rate"] == 0.0
 
 
 def test_direction_comes_from_metric_specs(tmp_path):
@@ -207,10 +213,10 @@ def test_holm_family_spans_tasks(tmp_path):
     assert adjusted[1] == pytest.approx(max(adjusted[0], raw[1]))
 
 
-def test_paired_items_give_power_that_seeds_alone_lack(tmp_path):
+def test_items_enter_through_seed_means_and_the_items_only_interval_stands_apart(tmp_path):
     rng = np.random.default_rng(5)
+    shared = rng.random(400)   # the same evaluation items at every seed
     for seed in range(3):
-        shared = rng.random(400)
         for scorer, rate in (("softmax", 0.30), ("ssa", 0.22)):
             items = (shared < rate).astype(float).tolist()
             write_record(tmp_path, make_record("icl_linear", scorer, seed,
@@ -218,10 +224,15 @@ def test_paired_items_give_power_that_seeds_alone_lack(tmp_path):
                                                specs={"error": {"direction": "lower",
                                                                 "headline": True}},
                                                items={"error": items}))
-    row = rows_of(build_board(tmp_path, n_boot=N_BOOT), scorer="ssa")[0]
-    assert row["ci_method"] == "seeds+items" and row["n_items"] == 1200
-    assert row["p_vs_baseline"] < 0.01 and row["vs_baseline"] == "better"
-    assert row["p_signflip"] == pytest.approx(0.25)  # the seed-level test cannot go lower
+    row = rows_of(build_board(tmp_path, n_boot=4000), scorer="ssa")[0]
+    assert row["ci_method"] == "t over seeds" and row["n_items"] == 1200
+    # identical seeds: no seed spread, so the seed-level interval is a point and Δ is exact
+    assert row["ci_low"] == row["ci_high"] == pytest.approx(row["mean"])
+    assert row["p_vs_baseline"] == 0.0 and row["vs_baseline"] == "better"
+    assert row["p_signflip"] == pytest.approx(0.25)  # the sign-flip test cannot go lower
+    # items only, shared draws: the normal-theory width of the mean of 400 0/1 items
+    half = 1.96 * math.sqrt(row["mean"] * (1 - row["mean"]) / 400)
+    assert row["ci_items_high"] - row["ci_items_low"] == pytest.approx(2 * half, rel=0.1)
 
 
 def test_duplicate_cells_keep_the_latest(tmp_path):
@@ -285,7 +296,7 @@ def test_cost_track_has_its_own_table_and_stays_out_of_overall(tmp_path):
     assert "bench_scorers" not in track_table(board, "icl")
     assert set(board.task_scores["task"]) == {"icl_linear"}
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
-    assert overall["ssa"]["score"] == 1.0 and overall["ssa"]["n_tasks"] == 1
+    assert overall["ssa"]["score"] == pytest.approx(1 - 0.11) and overall["ssa"]["n_tasks"] == 1
 
 
 def test_leaderboard_never_imports_torch_or_models():
@@ -313,7 +324,9 @@ def test_a_task_run_by_some_scorers_only_stays_out_of_overall(tmp_path):
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
     assert {r["n_tasks"] for r in overall.values()} == {1} and len(overall) == 5
     assert overall["softmax"]["tier1_tasks"] <= 1 and overall["ssa"]["tier1_tasks"] == 1
-    assert overall["ssa"]["score"] == 1.0 and overall["relu"]["score"] == 0.0
+    errors = {r["scorer"]: r["mean"] for r in rows_of(board, task="icl_linear", metric="error")}
+    assert {s: overall[s]["score"] for s in overall} == pytest.approx(
+        {s: 1 - e for s, e in errors.items()})
     assert -1.0 < overall["softmax"]["ci_low"] < overall["softmax"]["ci_high"] < 2.0
     assert outside_overall(board) == [
         "decoder_lm (cpu): run by softmax, ssa only, so shown in its track and not in the overall"]

@@ -33,7 +33,7 @@ def register(sub, common):
     p.add_argument("--baseline", default="softmax", metavar="SCORER",
                    help="the scorer every other one is compared with (default softmax)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
-                   help="bootstrap replicates (default 4000)")
+                   help="bootstrap replicates of the items-only interval (default 4000)")
     p.add_argument("--html", action="store_true",
                    help="also write <out>/<release>/index.html, a sortable, filterable page of "
                         "the same numbers (and scorers.json, the registered scorers' metadata); "

@@ -1,0 +1,179 @@
+"""The leaderboard's rules on constructed records: no verdict on a tie, tiers in score order, an
+overall on fixed anchors that no other scorer moves, probes outside the overall, n/a apart from
+failures, records without anchors."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leaderboard.aggregate import build_board, normalized
+from leaderboard.markdown import failed_cells_sentence, release_readme
+from leaderboard_fakes import make_record, write_record
+
+LOWER = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
+PROBE = {"other_mass": {"direction": "higher", "headline": True}}
+
+
+def rows(board, **where):
+    out = board.rows
+    for k, v in where.items():
+        out = out[out[k] == v]
+    return {r["scorer"]: r for r in out.to_dict(orient="records")}
+
+
+def write_table(root, table, task="icl_linear", specs=LOWER, metric="error", **kw):
+    for scorer, values in table.items():
+        for seed, v in enumerate(values):
+            write_record(root, make_record(task, scorer, seed, {metric: float(v)}, specs=specs,
+                                           **kw))
+
+
+def test_floating_point_ties_get_no_verdict_and_share_a_tier(tmp_path):
+    write_table(tmp_path, {"softmax": [0.0, 0.0, 0.0], "sparsemax": [9.2e-43, 9.2e-43, 9.2e-43],
+                           "entmax": [2.5e-44, 0.0, 2.5e-44]})
+    write_table(tmp_path, {"softmax": [0.5, 0.6, 0.7], "sparsemax": [0.5, 0.6, 0.7 + 1e-9],
+                           "entmax": [0.5, 0.6, 0.7]}, task="icl_other")
+    board = build_board(tmp_path)
+    for task in ("icl_linear", "icl_other"):
+        by = rows(board, task=task)
+        assert {by[s]["vs_baseline"] for s in ("sparsemax", "entmax")} == {"tie"}
+        assert {r["tier"] for r in by.values()} == {1}
+        assert {(r["rank_low"], r["rank_high"]) for r in by.values()} == {(1, 3)}
+
+
+def test_min_effect_from_the_metric_spec(tmp_path):
+    specs = {"error": {**LOWER["error"], "min_effect": 0.1}}   # 10% of softmax's mean
+    write_table(tmp_path, {"softmax": [0.50, 0.51, 0.52], "small": [0.46, 0.47, 0.48],
+                           "large": [0.30, 0.31, 0.32]}, specs=specs)
+    by = rows(build_board(tmp_path))
+    assert by["small"]["min_effect"] == pytest.approx(0.051)
+    assert by["small"]["vs_baseline"] == "tie" and by["large"]["vs_baseline"] == "better"
+    assert by["small"]["tier"] == by["softmax"]["tier"] == 2 and by["large"]["tier"] == 1
+
+
+def test_tiers_follow_the_score_order(tmp_path):
+    """A noisy scorer cannot escape being separated from the leader: the tier ends at the first
+    scorer significantly worse, and everything after it sits in a later tier."""
+    rng = np.random.default_rng(0)
+    seed = rng.normal(0, 0.01, 5)
+    write_table(tmp_path, {"leader": 0.20 + seed, "precise": 0.30 + seed,
+                           "noisy": 0.35 + seed + np.array([-0.3, 0.3, -0.2, 0.25, -0.05]),
+                           "softmax": 0.6 + seed})
+    by = rows(build_board(tmp_path))
+    assert by["leader"]["tier"] == 1 and by["precise"]["tier"] == 2
+    assert by["noisy"]["tier"] >= 2
+    for k in range(20):     # random boards: tiers never decrease along the score order
+        sub = tmp_path / f"b{k}"
+        means = rng.uniform(0.1, 0.5, 6)
+        spreads = rng.choice([0.001, 0.05, 0.3], 6)
+        write_table(sub, {f"s{j}" if j else "softmax": means[j] + rng.normal(0, spreads[j], 4)
+                          for j in range(6)})
+        by = rows(build_board(sub))
+        order = sorted(by.values(), key=lambda r: r["mean"])
+        tiers = [r["tier"] for r in order]
+        assert tiers == sorted(tiers), tiers
+
+
+def test_overall_scores_do_not_move_when_a_scorer_is_added(tmp_path):
+    rng = np.random.default_rng(1)
+    table = {"softmax": rng.uniform(0.2, 0.3, 3), "ssa": rng.uniform(0.1, 0.2, 3)}
+    other = {"softmax": rng.uniform(0.4, 0.5, 3), "ssa": rng.uniform(0.4, 0.6, 3)}
+    for root in (tmp_path / "a", tmp_path / "b"):
+        write_table(root, table)
+        write_table(root, other, task="icl_quantifiers")
+    write_table(tmp_path / "b", {"stick_breaking": [0.0, 0.0, 0.0]})   # perfect on one task
+    write_table(tmp_path / "b", {"stick_breaking": [1.0, 1.0, 1.0]}, task="icl_quantifiers")
+
+    def scores(root):
+        board = json.loads(build_board(root).to_json())
+        return {r["scorer"]: json.dumps([r["score"], r["ci_low"], r["ci_high"]])
+                for r in board["overall"]}
+
+    a, b = scores(tmp_path / "a"), scores(tmp_path / "b")
+    assert set(b) == {"softmax", "ssa", "stick_breaking"}
+    assert {s: b[s] for s in a} == a
+    overall = json.loads(build_board(tmp_path / "a").to_json())["overall"]
+    ssa = next(r for r in overall if r["scorer"] == "ssa")
+    expected = np.mean([1 - table["ssa"].mean(), 1 - other["ssa"].mean()])
+    assert ssa["score"] == pytest.approx(expected)
+
+
+def test_normalized_on_fixed_anchors():
+    assert normalized(0.5, 2.0, 0.0, False) == 0.75
+    assert normalized(3.0, 2.0, 0.0, False) == 0.0          # worse than the floor: clipped
+    assert normalized(10.0, 100.0, 1.0, True) == pytest.approx(0.5)
+    assert normalized(75.0, 50.0, 100.0, False) == 0.5
+    assert np.isnan(normalized(0.5, None, 0.0, False))
+
+
+def test_probes_stay_out_of_the_overall_and_carry_no_verdicts(tmp_path):
+    write_table(tmp_path, {"softmax": [0.3, 0.31, 0.32], "ssa": [0.2, 0.21, 0.22]})
+    base = tmp_path / "with_probe"
+    write_table(base, {"softmax": [0.3, 0.31, 0.32], "ssa": [0.2, 0.21, 0.22]})
+    write_table(base, {"softmax": [0.0, 0.0, 0.0], "ssa": [0.9, 0.9, 0.9]},
+                task="saturation_probe", track="probe", specs=PROBE, metric="other_mass")
+    plain, probed = build_board(tmp_path), build_board(base)
+    assert set(probed.task_scores["task"]) == {"icl_linear"}
+    assert plain.overall[["scorer", "score", "ci_low", "ci_high", "tier"]].equals(
+        probed.overall[["scorer", "score", "ci_low", "ci_high", "tier"]])
+    probe = rows(probed, task="saturation_probe")
+    assert {r["vs_baseline"] for r in probe.values()} == {""}
+    assert all(pd.isna(r["tier"]) and pd.isna(r["rank_low"]) for r in probe.values())
+    readme = release_readme(probed.with_release("r"), [])
+    assert "Descriptive: no better/worse" in readme
+
+
+def test_not_applicable_is_not_a_failure(tmp_path):
+    specs = {"error": LOWER["error"], "deviant": {"direction": "lower", "headline": False}}
+    for seed in range(3):
+        write_record(tmp_path, make_record("icl_linear", "softmax", seed,
+                                           {"error": 0.3 + seed / 100, "deviant": 0.5},
+                                           specs=specs))
+        # ssa does not compute "deviant": n/a
+        write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.2},
+                                           specs=specs))
+        # the task cannot run this scorer
+        write_record(tmp_path, make_record("icl_linear", "flash_only", seed, status="skipped",
+                                           message="needs a GPU", specs=specs))
+    write_record(tmp_path, make_record("icl_linear", "relu", 0, {"error": 0.4, "deviant": None},
+                                       specs=specs))
+    write_record(tmp_path, make_record("icl_linear", "relu", 1, status="diverged", step=5,
+                                       specs=specs))
+    board = build_board(tmp_path)
+    dev = rows(board, metric="deviant")
+    assert dev["ssa"]["n_na"] == 3 and dev["ssa"]["n_null"] == 0 and dev["ssa"]["n_failed"] == 0
+    assert dev["flash_only"]["n_na"] == 3 and dev["flash_only"]["n_failed"] == 0
+    assert dev["relu"]["n_null"] == 1 and dev["relu"]["n_failed"] == 1
+    failed = board.failed_cells.to_dict(orient="records")
+    bad = {(r["scorer"], r["seed"]) for r in failed if r["status"] != "skipped"}
+    counted = {("relu", 0), ("relu", 1)}
+    assert bad == counted
+    assert failed_cells_sentence(board).startswith("2 failed cell(s)")
+    assert "3 skipped cell(s)" in failed_cells_sentence(board)
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    assert overall["flash_only"]["n_tasks"] == 0 and overall["flash_only"]["tasks_skipped"] == 1
+
+
+def test_records_without_anchors_aggregate_and_stay_out_of_the_overall(tmp_path):
+    old = {"error": {"direction": "lower", "headline": True}}
+    write_table(tmp_path, {"softmax": [0.3, 0.31, 0.32], "ssa": [0.2, 0.21, 0.22]}, specs=old)
+    board = build_board(tmp_path)
+    assert len(board.rows) == 2 and rows(board)["ssa"]["vs_baseline"] == "better"
+    assert board.overall["score"].isna().all()
+    assert board.meta["unanchored"] == ["icl_linear/error (cpu)"]
+    assert "not in the overall" in release_readme(board.with_release("r"), [])
+
+
+def test_a_records_own_anchors_override_the_declared_ones(tmp_path):
+    specs = {"ppl": {"direction": "lower", "headline": True, "ceiling": 1.0, "log_scale": True}}
+    for seed in range(3):
+        for scorer, ppl in (("softmax", 10.0), ("ssa", 100.0)):
+            rec = make_record("decoder_lm", scorer, seed, {"ppl": ppl}, specs=specs,
+                              track="decoder")
+            rec["extra"]["anchors"] = {"ppl": {"floor": 1000.0 if seed else 100.0}}
+            write_record(tmp_path, rec)
+    overall = {r["scorer"]: r for r in build_board(tmp_path).overall.to_dict(orient="records")}
+    # softmax: log-scale scores 1 - 1/3 at floor 1000 (two seeds) and 0.5 at floor 100
+    assert overall["softmax"]["score"] == pytest.approx((2 * (2 / 3) + 0.5) / 3)
+    assert overall["ssa"]["score"] == pytest.approx((2 * (1 / 3) + 0.0) / 3)
