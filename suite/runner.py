@@ -170,7 +170,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
     workdir = Path(job.workdir) if job.workdir else None
     try:
         task = create_task(cell.task)
-        metric_specs = {name: m.spec() for name, m in task.metrics.items()}
+        metric_specs = task.metric_specs(cell.config)
         if int(task.version) != cell.task_version:
             raise RecordError(f"task {cell.task!r} is version {task.version} here but the cell "
                               f"was planned with version {cell.task_version}")
@@ -275,7 +275,7 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
     try:
         from tasks import get_task_class
 
-        metric_specs = {n: m.spec() for n, m in get_task_class(job.cell.task).metrics.items()}
+        metric_specs = get_task_class(job.cell.task).metric_specs(job.cell.config)
     except Exception:  # noqa: BLE001 - the record is still valid without them
         pass
     record = {

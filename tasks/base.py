@@ -16,6 +16,7 @@ import torch
 from .registry import TaskError
 
 TRACKS = ("icl", "decoder", "encoder", "probe", "cost")
+DEMOTE_KEY = "demote_headlines"  # the optional Config field naming headlines not used in a setting
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,29 @@ class Task:
                 f"{source}: unknown key(s) {unknown} for task {self.name!r}; "
                 f"valid keys: {', '.join(sorted(fields))}"
             )
-        return self.Config(**overrides)
+        cfg = self.Config(**overrides)
+        self.check_demoted(getattr(cfg, DEMOTE_KEY, ()), source)
+        return cfg
+
+    @classmethod
+    def check_demoted(cls, names, source: str = "config") -> None:
+        """Every name in a config's ``demote_headlines`` must be a declared headline metric."""
+        wrong = [n for n in names if n not in cls.metrics or not cls.metrics[n].headline]
+        if wrong:
+            headlines = sorted(n for n, m in cls.metrics.items() if m.headline)
+            raise TaskError(f"{source}: {DEMOTE_KEY} names {wrong}, which are not headline metrics "
+                            f"of task {cls.name!r}; its headline metrics are {headlines}")
+
+    @classmethod
+    def metric_specs(cls, config: Any = None) -> dict[str, dict]:
+        """A record's ``metric_specs``: the declared metrics, where those the cell's config lists
+        in ``demote_headlines`` are not headlines. A task offers the choice per profile by giving
+        its Config a ``demote_headlines: tuple[str, ...] = ()`` field; ``config`` is that
+        dataclass or the cell's JSON config."""
+        raw = config.get(DEMOTE_KEY) if isinstance(config, dict) else getattr(config, DEMOTE_KEY, None)
+        demoted = set(raw or ())
+        return {name: dataclasses.replace(m, headline=m.headline and name not in demoted).spec()
+                for name, m in cls.metrics.items()}
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""
