@@ -356,3 +356,17 @@ def test_demoted_headlines_in_metric_specs():
     assert task.metric_specs(cfg)["error_id"]["direction"] == "lower"
     with pytest.raises(TaskError, match="not headline metrics.*error_shifted"):
         task.config({"demote_headlines": ["deviant_error"]})
+
+
+def test_records_carry_the_demoted_headlines():
+    from suite.cells import Cell, resolve_config
+    from suite.runner import CellJob, failed_record, run_cell
+
+    task = tasks.create_task("icl_quantifiers")
+    config = resolve_config(task, {"demote_headlines": ["error_id"]})
+    cell = Cell(task="icl_quantifiers", task_version=task.version, track="icl", scorer="softmax",
+                scorer_version=1, scorer_kwargs={}, profile="t", seed=0, config=config)
+    for record in (run_cell(CellJob(cell, skip_reason="not run"), device="cpu"),
+                   failed_record(CellJob(cell), "error", "worker died")):
+        specs = record["metric_specs"]
+        assert specs["error_id"]["headline"] is False and specs["error_shifted"]["headline"] is True
