@@ -13,7 +13,7 @@ from tasks import get_task_class, list_tasks
 
 from executors_support import job
 
-SHORT = {"icl_linear": {"train_steps": 2, "loss_log_points": 2},
+SHORT = {"icl_linear": {"train_steps": 2, "loss_log_points": 2, "curriculum_start": 9},
          "decoder_lm": {"steps": 1, "log_every": 1, "max_items": 4, "heldout_max_tokens": 600,
                         "ppl_max_tokens": 300},
          "encoder_mlm": {"max_steps": 1, "log_every": 1, "zorro_pairs": 4,
