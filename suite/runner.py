@@ -185,15 +185,14 @@ def run_cell(job: CellJob, *, device: str | None = None,
     ctx = None
     try:
         task = create_task(cell.task)
-        metric_specs = {name: m.spec() for name, m in task.metrics.items()}
         if int(task.version) != cell.task_version:
             raise RecordError(f"task {cell.task!r} is version {task.version} here but the cell "
                               f"was planned with version {cell.task_version}")
+        config = config_object(task, cell.config)
+        metric_specs = task.metric_specs(config)
         if job.skip_reason:
             status, message = "skipped", job.skip_reason
         else:
-            config = config_object(task, cell.config)
-            metric_specs = {name: m.spec() for name, m in task.metrics_for(config).items()}
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
@@ -287,9 +286,10 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
     killed for running past its time limit)."""
     metric_specs = {}
     try:
-        from tasks import get_task_class
+        from tasks import create_task
 
-        metric_specs = {n: m.spec() for n, m in get_task_class(job.cell.task).metrics.items()}
+        task = create_task(job.cell.task)
+        metric_specs = task.metric_specs(config_object(task, job.cell.config))
     except Exception:  # noqa: BLE001 - the record is still valid without them
         pass
     return validate_record(build_record(

@@ -17,6 +17,8 @@ from suite.records import TRACKS  # noqa: F401  (the tracks a task may name)
 
 from .registry import TaskError
 
+DEMOTE_KEY = "demote_headlines"  # the optional Config field naming headlines not used in a setting
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -133,11 +135,30 @@ class Task:
                 values[key] = coerce_value(fields[key], value)
             except TaskError as e:
                 raise TaskError(f"{source}: task {self.name!r}: {e}") from None
-        return self.Config(**values)
+        cfg = self.Config(**values)
+        self.check_demoted(getattr(cfg, DEMOTE_KEY, ()), source)
+        return cfg
 
     def metrics_for(self, config) -> dict[str, Metric]:
         """The metrics a cell of ``config`` declares (``metrics`` unless they depend on it)."""
         return self.metrics
+
+    @classmethod
+    def check_demoted(cls, names, source: str = "config") -> None:
+        """Every name in a config's ``demote_headlines`` must be a declared headline metric."""
+        wrong = [n for n in names if n not in cls.metrics or not cls.metrics[n].headline]
+        if wrong:
+            headlines = sorted(n for n, m in cls.metrics.items() if m.headline)
+            raise TaskError(f"{source}: {DEMOTE_KEY} names {wrong}, which are not headline metrics "
+                            f"of task {cls.name!r}; its headline metrics are {headlines}")
+
+    def metric_specs(self, config) -> dict[str, dict]:
+        """A record's ``metric_specs``: the metrics a cell of ``config`` (the Config dataclass)
+        declares, where those its ``demote_headlines`` lists are not headlines. A task offers the
+        choice per profile by giving its Config a ``demote_headlines: tuple[str, ...] = ()``."""
+        demoted = set(getattr(config, DEMOTE_KEY, None) or ())
+        return {name: dataclasses.replace(m, headline=m.headline and name not in demoted).spec()
+                for name, m in self.metrics_for(config).items()}
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""

@@ -13,8 +13,13 @@ cell; every function is applied to the same ``eval_sequences`` x-sequences. MSE 
   minimum-norm solution when t - 1 = 1, prediction 0 when t = 1; exact from t - 1 = 2 on (noise-free);
 - the zero predictor, expected MSE sigma^2 (sigma_x^2 + 1).
 
-In distribution = sigma_x = sigma = 1 and T <= the last training length; everything else is shifted.
-Normalized MSE (``ratio``) = model MSE / the zero predictor's MSE on the same cell.
+Headlines are the paper's cell (TASKS.md (b)): raw MSE at T = 9, in distribution (sigma_x = sigma = 1)
+and the mean raw MSE over the shifted cells of the T = 9 grid (sigma_x > 1 or sigma > 1); T = 9 must be
+an eval point within the training lengths. Their score anchors are the zero predictor's MSE on the same
+cells (floor, in ``extra["anchors"]``) and 0 (ceiling). Secondary: the same at T = 41 (when it is an
+eval point; in distribution only if training reached 41 points) and ``mse_over_zero_*``, model MSE / the
+zero predictor's MSE on the same cell, pooled over every eval length, where in distribution =
+sigma_x = sigma = 1 and T <= the last training length, and everything else is shifted.
 """
 from __future__ import annotations
 
@@ -32,9 +37,13 @@ from .icl_training import (
     predict,
     save_checkpoint,
     train,
+    training_dtype,
 )
 from .registry import TaskError, register_task
-from .training import generator, scorer_parameter_values, training_dtype
+from .training import generator, scorer_parameter_values
+
+PAPER_POINTS = 9  # the paper's evaluation length
+LONG_POINTS = 41  # the paper's last training length
 
 
 def sample_linear(gen: torch.Generator, batch: int, points: int):
@@ -90,10 +99,11 @@ class LinearConfig(ICLTaskConfig):
         if any(s <= 0 for s in (*self.eval_sigma_x, *self.eval_sigma)):
             raise TaskError("eval_sigma_x and eval_sigma are standard deviations and must be > 0")
         if 1.0 not in self.eval_sigma_x or 1.0 not in self.eval_sigma or \
-                min(self.eval_points) > self.curriculum_start:
-            raise TaskError("the grid needs an in-distribution cell: eval_sigma_x and eval_sigma must "
-                            "contain 1 and eval_points a length <= curriculum_start="
-                            f"{self.curriculum_start}")
+                PAPER_POINTS not in self.eval_points or PAPER_POINTS > self.trained_points():
+            raise TaskError("the headlines need the paper's in-distribution cell: eval_sigma_x and "
+                            f"eval_sigma must contain 1, eval_points must contain T={PAPER_POINTS}, and "
+                            f"training must reach {PAPER_POINTS} points (it ends at "
+                            f"{self.trained_points()}: raise curriculum_end or train_steps)")
         if self.mse_start < 0 or min(self.eval_points) <= self.mse_start:
             raise TaskError(f"mse_start={self.mse_start} must be >= 0 and below every eval point "
                             f"{self.eval_points}")
@@ -103,25 +113,39 @@ class LinearConfig(ICLTaskConfig):
 
 
 METRICS = {
-    "mse_id": Metric("lower", True, "MSE in distribution (sigma_x = sigma = 1, T <= the last training "
-                                    "length), indices >= mse_start; least squares scores 0, the zero "
-                                    "predictor 2", floor=2.0, ceiling=0.0),
-    "ratio_id": Metric("lower", False, "MSE / zero-predictor MSE in distribution"),
-    "ratio_shifted": Metric("lower", True, "MSE / zero-predictor MSE, mean over every grid cell outside "
-                                           "training (sigma_x > 1, sigma > 1 or T above the last training "
-                                           "length); 1 = no better than predicting 0",
-                            floor=1.0, ceiling=0.0),
-    "ratio_input_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1, sigma = 1"),
-    "ratio_function_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x = 1, sigma > 1"),
-    "ratio_joint_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1 and sigma > 1"),
+    "mse_T9_id": Metric("lower", True, "raw MSE at T = 9, sigma_x = sigma = 1 (the paper's cell, in "
+                                       "distribution), indices >= mse_start; least squares scores 0, "
+                                       "the zero predictor 2 in expectation", ceiling=0.0),
+    "mse_T9_shifted": Metric("lower", True, "raw MSE at T = 9, mean over the grid cells with sigma_x > 1 "
+                                            "or sigma > 1 (the paper's grid); the zero predictor scores "
+                                            "the mean of sigma^2 (sigma_x^2 + 1)", ceiling=0.0),
+    "mse_T41_sigma1": Metric("lower", False, "raw MSE at T = 41, sigma_x = sigma = 1 (a length shift when "
+                                             "training ends below 41 points)", ceiling=0.0),
+    "mse_T41_shifted": Metric("lower", False, "raw MSE at T = 41, mean over the cells with sigma_x > 1 "
+                                              "or sigma > 1", ceiling=0.0),
+    "mse_over_zero_id": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x = sigma = 1 and "
+                                               "T <= the last training length, pooled over those lengths",
+                               floor=1.0, ceiling=0.0),
+    "mse_over_zero_shifted": Metric("lower", False, "MSE / zero-predictor MSE, mean over every grid cell "
+                                                    "outside training (sigma_x > 1, sigma > 1 or T above "
+                                                    "the last training length); 1 = no better than "
+                                                    "predicting 0", floor=1.0, ceiling=0.0),
+    "mse_over_zero_input_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1, "
+                                                        "sigma = 1, every length", floor=1.0, ceiling=0.0),
+    "mse_over_zero_function_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x = 1, "
+                                                           "sigma > 1, every length", floor=1.0,
+                                           ceiling=0.0),
+    "mse_over_zero_joint_shift": Metric("lower", False, "MSE / zero-predictor MSE at sigma_x > 1 and "
+                                                        "sigma > 1, every length", floor=1.0, ceiling=0.0),
 }
+RAW = {PAPER_POINTS: ("mse_T9_id", "mse_T9_shifted"), LONG_POINTS: ("mse_T41_sigma1", "mse_T41_shifted")}
 
 
 @register_task("icl_linear")
 class ICLLinear(Task):
     """f(x) = a x + b in context; MSE on the sigma_x x sigma grid with least-squares and zero baselines; TASKS.md (b)."""
 
-    version = 1
+    version = 2
     track = "icl"
     supports_accumulation = True
     Config = LinearConfig
@@ -135,13 +159,13 @@ class ICLLinear(Task):
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
                     progress_total=total)
         grids: dict = {}
-        groups, baselines = evaluate(model, cfg, seed, log.final_points, grids)
+        groups, baselines, anchors = evaluate(model, cfg, seed, log.final_points, grids)
         items = {k: v for k, v in groups.items() if v}
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
             "mse_start": cfg.mse_start, "eval_sequences": cfg.eval_sequences,
-            "eval_functions": cfg.eval_functions, "dtype": training_dtype(ctx.device),
-            "eval_dtype": "float32", "baselines": baselines,
+            "eval_functions": cfg.eval_functions, "dtype": training_dtype(cfg.precision),
+            "eval_dtype": "float32", "baselines": baselines, "anchors": anchors,
             "train": {"steps": log.steps, "final_points": log.final_points,
                       "first_loss": log.first_loss, "last_loss": log.last_loss,
                       "loss_curve": log.loss_curve, "parameters": model.num_parameters()},
@@ -155,13 +179,15 @@ class ICLLinear(Task):
 
 
 def evaluate(model, cfg: LinearConfig, seed: int, trained_points: int,
-             grids: dict) -> tuple[dict[str, list], dict]:
-    """Fill the per-T grids; return per-function items of each metric (ratios are per function MSE
-    over the cell's zero-predictor MSE, so their mean over a cell is the cell's ratio) and a summary
-    of the baselines."""
+             grids: dict) -> tuple[dict[str, list], dict, dict]:
+    """Fill the per-T grids; return per-function items of each metric (raw MSE per function, and
+    per-function MSE over the cell's zero-predictor MSE, so a cell's mean is the cell's value), a
+    summary of the baselines, and the raw-MSE metrics' anchors (floor = the zero predictor's MSE
+    on the same cells, ceiling 0)."""
     a0, b0 = torch.randn(2, cfg.eval_functions, generator=generator(seed, "icl_linear", "functions"))
     n, nf = cfg.eval_sequences, cfg.eval_functions
     groups = {k: [] for k in METRICS}
+    zeros = {k: [] for k in METRICS}
     baselines = {"least_squares_max_mse": 0.0, "zero_mse_id": {}, "zero_mse_expected_id": 2.0}
     sx, sf = list(cfg.eval_sigma_x), list(cfg.eval_sigma)
     for t in cfg.eval_points:
@@ -189,17 +215,21 @@ def evaluate(model, cfg: LinearConfig, seed: int, trained_points: int,
                     baselines["zero_mse_id"][f"T{t}"] = zero
                 ratios = (per_function / zero).tolist()
                 long, in_shift, f_shift = t > trained_points, s_x != 1.0, s != 1.0
+                if t in RAW:
+                    raw = RAW[t][1 if in_shift or f_shift else 0]
+                    groups[raw] += per_function.tolist()
+                    zeros[raw].append(zero)
                 if not (long or in_shift or f_shift):
-                    groups["mse_id"] += per_function.tolist()
-                    groups["ratio_id"] += ratios
+                    groups["mse_over_zero_id"] += ratios
                 else:
-                    groups["ratio_shifted"] += ratios
+                    groups["mse_over_zero_shifted"] += ratios
                 if in_shift and not f_shift:
-                    groups["ratio_input_shift"] += ratios
+                    groups["mse_over_zero_input_shift"] += ratios
                 if f_shift and not in_shift:
-                    groups["ratio_function_shift"] += ratios
+                    groups["mse_over_zero_function_shift"] += ratios
                 if in_shift and f_shift:
-                    groups["ratio_joint_shift"] += ratios
+                    groups["mse_over_zero_joint_shift"] += ratios
         for name, values in tables.items():
             grids[f"{name}_T{t}"] = grid("sigma_x", sx, "sigma", sf, values)
-    return groups, baselines
+    anchors = {k: {"floor": sum(v) / len(v), "ceiling": 0.0} for k, v in zeros.items() if v}
+    return groups, baselines, anchors

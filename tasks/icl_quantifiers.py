@@ -20,7 +20,15 @@ model per quantifier, same seed streams, and the unprefixed metrics are their me
   accuracy of the predictions at points t >= p (those whose context holds the deviant), and from the last
   layer, at the x tokens of points t >= p: the weight |w| on the deviant key (mean over heads and
   queries) and the row entropy of |w| / sum |w| (nats). The same statistics with no value replaced
-  ("none") are in the grids as a control.
+  ("none") are in the grids as a control. ``deviant_points`` must be within the training lengths, so
+  the test shifts nothing but the one value.
+- The paper's deviant protocols (omyokun/SSA ``scratch/src/testcross.py``), beside ours:
+  ``paper_fixed_*``: the one sequence [1, -1, -2, 1000] (T = 4, the deviant last; its labels do not
+  depend on it), whether its 4th prediction is wrong, and the last layer's |w| on the deviant key from
+  its own x token (mean over heads; the mean-over-heads matrix is the ``*_paper_fixed_attention`` grid);
+  ``paper_variant_error``: sequences sigma * z of ``deviant_points`` points with -70 at point 6 and
+  70000 at point 8 (0-based indices 5 and 7 in the original), labels recomputed, sequence error over
+  sigma in ``eval_sigmas``.
 """
 from __future__ import annotations
 
@@ -35,17 +43,21 @@ from .icl_training import (
     ICLTaskConfig,
     attention,
     build_model,
+    finite_or_none,
     grid,
     mean_of,
     predict,
     save_checkpoint,
     train,
+    training_dtype,
 )
 from .registry import TaskError, register_task
-from .training import generator, scorer_parameter_values, training_dtype
+from .training import generator, scorer_parameter_values
 
 QUANTIFIERS = ("every", "some")
 IGNORED_PREDICTIONS = 3
+PAPER_FIXED = (1.0, -1.0, -2.0, 1000.0)  # testcross.py: x_j = -j, then x[0] = 1 and x[3] = 1000
+PAPER_VARIANT = {6: -70.0, 8: 70000.0}  # 1-based point -> value (xs[:, 5] = -70, xs[:, 7] = 70000)
 
 
 def labels_every(xs: torch.Tensor) -> torch.Tensor:
@@ -108,8 +120,12 @@ class QuantifiersConfig(ICLTaskConfig):
         if min(self.eval_points) <= IGNORED_PREDICTIONS:
             raise TaskError(f"eval_points must be > {IGNORED_PREDICTIONS} (the first "
                             f"{IGNORED_PREDICTIONS} predictions are not scored)")
-        if self.deviant_points < 4:
-            raise TaskError(f"deviant_points must be >= 4, got {self.deviant_points}")
+        shortest = max(4, *PAPER_VARIANT)
+        if not shortest <= self.deviant_points <= self.trained_points():
+            raise TaskError(f"deviant_points={self.deviant_points} must be between {shortest} (the "
+                            f"paper's variant puts a value at point {max(PAPER_VARIANT)}) and the last "
+                            f"training length {self.trained_points()}, so the deviant test shifts no "
+                            "length; lower deviant_points or train longer")
         self.check_points("eval_points", self.eval_points)
         self.check_points("deviant_points", (self.deviant_points,))
 
@@ -145,6 +161,15 @@ def _declare() -> dict[str, Metric]:
                                                  "outlier; the saturation probe's trained-model number)"),
         "deviant_entropy": Metric("higher", False, "last layer: mean row entropy (nats) of |w| / sum |w| "
                                                    "at the x tokens of points t >= p"),
+        "paper_fixed_error": Metric("lower", False, "the paper's sequence [1, -1, -2, 1000]: 1 if its "
+                                                    "4th prediction is wrong"),
+        "paper_fixed_weight": Metric("lower", False, "the paper's sequence [1, -1, -2, 1000]: last layer "
+                                                     "|w| on the deviant key from its x token, mean over "
+                                                     "heads"),
+        "paper_variant_error": Metric("lower", False, "the paper's variant: sigma * N(0, 1) sequences of "
+                                                      "deviant_points points with -70 at point 6 and "
+                                                      "70000 at point 8, sequence error over sigma in "
+                                                      "eval_sigmas"),
     }
     metrics = {}
     for name, m in per.items():
@@ -161,7 +186,7 @@ def _declare() -> dict[str, Metric]:
 class ICLQuantifiers(Task):
     """"every" / "some" in context; sequence error under length and magnitude shift; TASKS.md (a)."""
 
-    version = 1
+    version = 2
     track = "icl"
     supports_accumulation = True
     Config = QuantifiersConfig
@@ -176,7 +201,9 @@ class ICLQuantifiers(Task):
         extra = {"quantifiers": list(cfg.quantifiers), "ignored_predictions": IGNORED_PREDICTIONS,
                  "eval_sequences": cfg.eval_sequences,
                  "deviant_positions": list(cfg.deviant_positions()),
-                 "dtype": training_dtype(ctx.device), "eval_dtype": "float32",
+                 "dtype": training_dtype(cfg.precision), "eval_dtype": "float32",
+                 "paper_fixed_sequence": list(PAPER_FIXED),
+                 "paper_variant_values": {str(k): v for k, v in PAPER_VARIANT.items()},
                  "train": {}, "scorer_parameters": {}, "checkpoints": {}}
         for i, q in enumerate(cfg.quantifiers):
             model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
@@ -192,11 +219,13 @@ class ICLQuantifiers(Task):
                 extra["checkpoints"][q] = checkpoint
             for name, (value, its) in evaluate_grid(model, q, cfg, seed, log.final_points, grids).items():
                 metrics[f"{q}_{name}"], items[f"{q}_{name}"] = value, its
-            for name, (value, its) in evaluate_deviant(model, q, cfg, seed, grids).items():
-                metrics[f"{q}_{name}"], items[f"{q}_{name}"] = value, its
+            for evaluation in (evaluate_deviant, evaluate_paper_fixed, evaluate_paper_variant):
+                for name, (value, its) in evaluation(model, q, cfg, seed, grids).items():
+                    metrics[f"{q}_{name}"], items[f"{q}_{name}"] = value, its
             ctx.report((i + 1) * per_model, total)
         for name in ("error_id", "error_shifted", "error_length", "error_scale", "deviant_error",
-                     "deviant_accuracy", "deviant_weight", "deviant_entropy"):
+                     "deviant_accuracy", "deviant_weight", "deviant_entropy", "paper_fixed_error",
+                     "paper_fixed_weight", "paper_variant_error"):
             keys = [f"{q}_{name}" for q in cfg.quantifiers if f"{q}_{name}" in items]
             if keys:
                 items[name] = [v for k in keys for v in items[k]]
@@ -289,6 +318,54 @@ def evaluate_deviant(model, quantifier: str, cfg: QuantifiersConfig, seed: int,
         its = [x if math.isfinite(x) else None for x in kept]
         results[name] = (mean_of(its), its)
     return results
+
+
+def paper_fixed_sequence() -> torch.Tensor:
+    """(1, 4): the paper's attention probe [1, -1, -2, 1000]."""
+    return torch.tensor([PAPER_FIXED])
+
+
+def evaluate_paper_fixed(model, quantifier: str, cfg: QuantifiersConfig, seed: int,
+                         grids: dict) -> dict[str, tuple[float | None, list]]:
+    """The paper's one-sequence probe: 4th prediction wrong?, and the last layer's |w| (mean over
+    heads) on the deviant key from the deviant's own x token; the whole mean-over-heads matrix
+    goes to the grids."""
+    xs = paper_fixed_sequence()
+    ys = LABELS[quantifier](xs)
+    out = predict(model, xs, ys, cfg.eval_batch_tokens)
+    wrong = float(sequence_wrong(out, ys)[0])
+    key = 2 * (len(PAPER_FIXED) - 1)  # the x token of the last point
+
+    def reduce(w: torch.Tensor, rows: slice) -> torch.Tensor:
+        return w.abs().mean(1)  # (b, 2T, 2T)
+
+    mean_w = attention(model, xs, ys, cfg.eval_batch_tokens, reduce)[0]
+    tokens = [f"{kind}{i + 1}" for i in range(len(PAPER_FIXED)) for kind in ("x", "y")]
+    grids[f"{quantifier}_paper_fixed_attention"] = grid("query", tokens, "key", tokens, mean_w.tolist())
+    weight = finite_or_none(mean_w[key, key])
+    return {"paper_fixed_error": (wrong, [wrong]), "paper_fixed_weight": (weight, [weight])}
+
+
+def paper_variant_sequences(z: torch.Tensor, sigmas) -> torch.Tensor:
+    """(len(sigmas) * B, T): sigma * z for each sigma, then PAPER_VARIANT's values at their points."""
+    xs = torch.cat([s * z for s in sigmas])
+    for point, value in PAPER_VARIANT.items():
+        xs[:, point - 1] = value
+    return xs
+
+
+def evaluate_paper_variant(model, quantifier: str, cfg: QuantifiersConfig, seed: int,
+                           grids: dict) -> dict[str, tuple[float | None, list]]:
+    """The paper's -70 / 70000 variant: sequence error per sigma, per-(sigma, sequence) items."""
+    sigmas, n, t = list(cfg.eval_sigmas), cfg.eval_sequences, cfg.deviant_points
+    z = torch.randn(n, t, generator=generator(seed, "icl_quantifiers", "paper_variant"))
+    xs = paper_variant_sequences(z, sigmas)
+    ys = LABELS[quantifier](xs)
+    wrong = sequence_wrong(predict(model, xs, ys, cfg.eval_batch_tokens), ys).float()
+    per_sigma = wrong.view(len(sigmas), n).mean(1).tolist()
+    grids[f"{quantifier}_paper_variant_error"] = grid("T", [t], "sigma", sigmas, [per_sigma])
+    its = wrong.tolist()
+    return {"paper_variant_error": (mean_of(its), its)}
 
 
 def _nanmean(v: torch.Tensor) -> float:

@@ -4,6 +4,7 @@ scorer parameters of the record come from :mod:`tasks.training`.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import torch
 from .base import RunContext, coerce_field_types
 from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
-from .training import Divergence, accumulated_backward, autocast, derive_seed, prepare_model, row_share
+from .training import Divergence, accumulated_backward, derive_seed, prepare_model, row_share
 
 
 @dataclass
@@ -42,6 +43,10 @@ class ICLTaskConfig:
     eval_sequences: int = 64
     eval_batch_tokens: int = 32768
     loss_log_points: int = 100
+    # training precision: "fp32" (the paper's) or "bf16" (autocast); evaluation is always fp32
+    precision: str = "fp32"
+    # declared headline metrics that are not headlines in this setting (Task.metric_specs)
+    demote_headlines: tuple[str, ...] = ()
 
     def __post_init__(self):
         coerce_field_types(self)
@@ -65,11 +70,17 @@ class ICLTaskConfig:
                             "raise n_positions")
         if not self.diverge_factor > 1:
             raise TaskError(f"diverge_factor must be > 1, got {self.diverge_factor}")
+        if self.precision not in PRECISIONS:
+            raise TaskError(f"precision must be one of {sorted(PRECISIONS)}, got {self.precision!r}")
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
         return ICLModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
                               n_positions=self.n_positions, mlp=self.mlp, scorer=scorer,
                               scorer_kwargs=dict(scorer_kwargs))
+
+    def trained_points(self) -> int:
+        """The sequence length of the last training step."""
+        return self.curriculum().points(self.train_steps - 1)
 
     def curriculum(self) -> Curriculum:
         return Curriculum(self.curriculum_start, self.curriculum_end, self.curriculum_increment,
@@ -110,6 +121,21 @@ def build_model(cfg: ICLTaskConfig, scorer: str, scorer_kwargs: dict, seed: int,
     return model
 
 
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def autocast(device: torch.device, precision: str = "fp32"):
+    """bf16 autocast for ``precision="bf16"``; full fp32 for ``"fp32"``."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def training_dtype(precision: str) -> str:
+    """What the record's provenance calls the training precision."""
+    return PRECISIONS[precision]
+
+
 @dataclass
 class TrainLog:
     steps: int
@@ -145,7 +171,7 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
         opt.zero_grad(set_to_none=True)
 
         def part_loss(part, xs=xs, ys=ys):
-            with autocast(device):
+            with autocast(device, cfg.precision):
                 pred = model(xs[part], ys[part])
             return loss_fn(pred.float(), ys[part]) * row_share(part, len(xs))
 

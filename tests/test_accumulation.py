@@ -14,7 +14,7 @@ from tasks import get_task_class, list_tasks
 from executors_support import job
 
 # One training step and as little evaluation as the tasks allow: only the first loss is compared.
-SHORT = {"icl_linear": {"train_steps": 2, "loss_log_points": 2},
+SHORT = {"icl_linear": {"train_steps": 2, "loss_log_points": 2, "curriculum_start": 9},
          "decoder_lm": {"steps": 1, "log_every": 1, "benchmarks": [], "ppl_sets": ["heldout"],
                         "heldout_max_tokens": 600},
          "encoder_mlm": {"max_steps": 1, "log_every": 1, "zorro_pairs": 1, "val_sentences": 10,

@@ -177,3 +177,15 @@ def test_a_records_own_anchors_override_the_declared_ones(tmp_path):
     # softmax: log-scale scores 1 - 1/3 at floor 1000 (two seeds) and 0.5 at floor 100
     assert overall["softmax"]["score"] == pytest.approx((2 * (2 / 3) + 0.5) / 3)
     assert overall["ssa"]["score"] == pytest.approx((2 * (1 / 3) + 0.0) / 3)
+
+
+def test_method_text_ends_with_the_differences_from_the_paper():
+    from leaderboard.markdown import PAPER_DIFFERENCES, method_text
+
+    text = method_text({"n_boot": 1000, "baseline": "softmax", "alpha": 0.05})
+    assert text.endswith(PAPER_DIFFERENCES)
+    block = " ".join(PAPER_DIFFERENCES.split())
+    for phrase in ("judged on `ssa_gpt2`, with `ssa`", "100i + 10j", "independent draws",
+                   "in expectation only", "[1, −1, −2, 1000]", "−70 at point 6 and 70000 at point 8",
+                   "`mse_T9_id`", "`mse_T9_shifted`", "fp32 in every profile", "`demote_headlines`"):
+        assert phrase in block, phrase
