@@ -10,7 +10,7 @@ from leaderboard.claims import Claim, judge, load_claims
 from leaderboard.markdown import release_readme
 from leaderboard_fakes import make_record, write_record
 
-SPECS = {"ratio_shifted": {"direction": "lower", "headline": True, "floor": 1.0,
+SPECS = {"mse_T9_shifted": {"direction": "lower", "headline": True, "floor": 1.0,
                            "ceiling": 0.0}}
 
 
@@ -31,7 +31,7 @@ def test_verdicts_on_constructed_records(tmp_path):
     for scorer, values in table.items():
         for seed, v in enumerate(values):
             write_record(tmp_path, make_record("icl_linear", scorer, seed,
-                                               {"ratio_shifted": float(v)}, specs=SPECS))
+                                               {"mse_T9_shifted": float(v)}, specs=SPECS))
     board = build_board(tmp_path)
     claims = {(r["id"], r["scorer"]): r for r in board.claims.to_dict(orient="records")}
     main = claims[("icl_linear_ood", "ssa_gpt2")]
