@@ -178,6 +178,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
             status, message = "skipped", job.skip_reason
         else:
             config = config_object(task, cell.config)
+            metric_specs = {name: m.spec() for name, m in task.declared_metrics(config).items()}
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,

@@ -118,7 +118,21 @@ class Task:
                 f"{source}: unknown key(s) {unknown} for task {self.name!r}; "
                 f"valid keys: {', '.join(sorted(fields))}"
             )
-        return self.Config(**overrides)
+        cfg = self.Config(**overrides)
+        self.declared_metrics(cfg)
+        return cfg
+
+    def declared_metrics(self, config: Any) -> dict[str, Metric]:
+        """The metrics of a cell run with ``config``: the declared ones, with the headline set
+        replaced by the config's ``headline_metrics`` list when it has a non-empty one."""
+        chosen = list(getattr(config, "headline_metrics", None) or [])
+        if not chosen:
+            return dict(self.metrics)
+        unknown = sorted(set(chosen) - set(self.metrics))
+        if unknown:
+            raise TaskError(f"headline_metrics of task {self.name!r} names unknown metric(s) "
+                            f"{unknown}; choose among: {', '.join(sorted(self.metrics))}")
+        return {n: dataclasses.replace(m, headline=n in chosen) for n, m in self.metrics.items()}
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""

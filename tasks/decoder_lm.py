@@ -6,6 +6,10 @@ a safetensors checkpoint in the cell's workdir, then one evaluation path for eve
 
 - perplexity (``rolling`` protocol by default, ``windows`` for paper parity) on the held-out
   documents of the training corpus and on Wikipedia, WikiText-2 test and C4;
+- length generalization: held-out perplexity (rolling) in windows of m x ``max_len`` tokens for
+  m in ``context_multiples``, the same tokens at every m (``heldout_perplexity_<m>x``;
+  ``heldout_perplexity_1x`` equals ``heldout_perplexity`` under the rolling protocol), anchored
+  at the held-out unigram perplexity;
 - arc_easy, arc_challenge, boolq, piqa, hellaswag, winogrande, lambada_openai scored as
   lm-evaluation-harness 0.4 does, ``n_shot``-shot, per-item outcomes in ``items``; a benchmark
   metric at or below the best constant-answer accuracy on the same items is flagged in
@@ -32,13 +36,14 @@ from .data import corpora
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
 from .lmeval.benchmarks import BENCHMARKS
-from .lmeval.perplexity import PROTOCOLS, perplexity
+from .lmeval.perplexity import PROTOCOLS, context_perplexities, perplexity, unigram_perplexity
 from .lmeval.scoring import LogLikelihoodScorer
 from .lmeval.zeroshot import run_benchmark
 from .models.decoder import Decoder, DecoderConfig, parameter_counts
 from .registry import TaskError, register_task
 
 PPL_SETS = ("heldout", "wikipedia", "wikitext", "c4")
+CONTEXT_MULTIPLES = (1, 2, 4, 8)
 CHECKPOINT = "decoder.safetensors"
 CHECKPOINT_META = "decoder.json"
 TOKENIZER = "tokenizer.json"
@@ -91,6 +96,8 @@ class DecoderLMConfig:
     max_items: int = -1                   # first N items of each benchmark (-1: all)
     add_bos: bool = False
     eval_batch_tokens: int = 8192
+    context_multiples: list = field(default_factory=lambda: [1, 2, 4])  # [] : no length test
+    headline_metrics: list = field(default_factory=list)  # [] : the declared headline metrics
 
     def __post_init__(self):
         if self.corpus not in corpora.TRAINING_CORPORA:
@@ -109,6 +116,10 @@ class DecoderLMConfig:
                                 f"{', '.join(BENCHMARKS)}")
         if self.n_shot < 0:
             raise TaskError(f"decoder_lm: n_shot={self.n_shot} must be >= 0")
+        for m in self.context_multiples:
+            if m not in CONTEXT_MULTIPLES:
+                raise TaskError(f"decoder_lm: context_multiples has {m!r}; use some of "
+                                f"{list(CONTEXT_MULTIPLES)}")
         if self.steps < 1 or self.warmup_steps < 0:
             raise TaskError(f"decoder_lm: steps={self.steps} must be >= 1 and "
                             f"warmup_steps={self.warmup_steps} >= 0")
@@ -133,6 +144,13 @@ def _metrics() -> dict[str, Metric]:
             out[f"{b.name}_{m}"] = Metric(direction, headline=m == b.headline,
                                           description=f"{b.name} {m} (lm-eval 0.4 rules)")
     out["lambada_openai_nll"] = Metric("lower", description="lambada mean -log p(last word)")
+    for m in CONTEXT_MULTIPLES:
+        out[f"heldout_perplexity_{m}x"] = Metric(
+            "lower", description=f"held-out token perplexity (rolling) in windows of {m} x max_len "
+                                 "tokens, RoPE as trained; floor: the held-out unigram perplexity",
+            ceiling=1.0, log_scale=True)
+        out[f"heldout_bits_per_byte_{m}x"] = Metric(
+            "lower", description=f"held-out bits per byte (rolling) in windows of {m} x max_len")
     return out
 
 
@@ -289,6 +307,7 @@ class DecoderLM(Task):
                                   batch_tokens=cfg.eval_batch_tokens, add_bos=cfg.add_bos,
                                   autocast_dtype=torch.bfloat16 if autocast else None)
         extra["perplexity"] = self._perplexity(llm, data, cfg, metrics, items)
+        extra["context_perplexity"] = self._context(model, data, cfg, metrics, items, extra, llm)
         extra["benchmarks"] = self._benchmarks(llm, cfg, metrics, items, extra)
         extra["long_continuations_split"] = llm.split_requests
         extra["eval_seconds"] = time.perf_counter() - t1
@@ -310,6 +329,30 @@ class DecoderLM(Task):
                 items[f"{name}_{key}"] = values
             info[name] = {"documents": res.n_docs, "tokens": res.n_tokens,
                           "words": int(docs.words.sum()), "bytes": int(docs.bytes.sum())}
+        return info
+
+    @staticmethod
+    def _context(model, data, cfg, metrics, items, extra, llm) -> dict:
+        if not cfg.context_multiples:
+            return {}
+        docs = leading_documents(data.test, -1, cfg.heldout_max_tokens, data.tokenizer)
+        unigram = unigram_perplexity(data.train, docs, data.tokenizer.vocab_size)
+        results = context_perplexities(model, data.tokenizer, docs, cfg.max_len,
+                                       cfg.context_multiples, batch_tokens=cfg.eval_batch_tokens,
+                                       device=llm.device, add_bos=cfg.add_bos,
+                                       autocast_dtype=llm.autocast_dtype)
+        info: dict = {"unigram_perplexity": unigram, "tokens": int(sum(map(len, docs.tokens))),
+                      "failed": {}}
+        for m, res in results.items():
+            if isinstance(res, str):
+                metrics[f"heldout_perplexity_{m}x"] = math.nan
+                info["failed"][f"{m}x"] = res
+                continue
+            metrics[f"heldout_perplexity_{m}x"] = res.metrics["perplexity"]
+            metrics[f"heldout_bits_per_byte_{m}x"] = res.metrics["bits_per_byte"]
+            items[f"heldout_bits_per_byte_{m}x"] = res.items["bits_per_byte"]
+        extra.setdefault("anchors", {}).update(
+            {f"heldout_perplexity_{m}x": {"floor": unigram, "ceiling": 1.0} for m in results})
         return info
 
     @staticmethod
