@@ -41,6 +41,12 @@ METHOD = """\
   headline metrics are normalized (1 = best scorer mean, 0 = worst) and averaged; the score is
   the mean over the tasks the scorer ran (a task where all its cells failed counts 0; tasks it
   cannot run do not count). CI, rank and tier as above, from the same bootstrap replicates.
+- **icl_mqar**: multi-query associative recall (Zoology): a decoder trained from scratch at one
+  length recalls the value of each queried key; accuracy on a pairs x length grid that includes
+  longer sequences and more pairs than trained (floor: guessing one of the context's values).
+- **Length generalization** (`decoder_lm`): held-out perplexity in rolling windows of 1x, 2x and
+  4x the training context over the same tokens, RoPE as trained (floor: the unigram perplexity);
+  a scorer defined only up to its training length has no value beyond it.
 - **Superseded** records (older task or scorer version than the newest seen) are listed, not
   used. Each row's date, harness git sha and hardware come from its records' provenance.
 """
