@@ -118,6 +118,7 @@ class MQARConfig(ICLTaskConfig):
     eval_pairs: tuple[int, ...] = (4, 8, 16, 32, 64)
     eval_sequences: int = 256
     rotary_fraction: float = 1.0
+    rope_base: float = 10000.0
 
     def __post_init__(self):
         self.curriculum_start = self.curriculum_end = min(self.train_len, self.n_positions)
@@ -146,7 +147,8 @@ class MQARConfig(ICLTaskConfig):
         return DecoderConfig(vocab_size=self.vocab_size, max_len=self.n_positions,
                              n_layer=self.n_layer, dim=self.n_embd, n_head=self.n_head,
                              n_kv_head=self.n_head, ffn_dim=4 * self.n_embd,
-                             rotary_fraction=self.rotary_fraction, init_std=0.02,
+                             rotary_fraction=self.rotary_fraction, rope_base=self.rope_base,
+                             init_std=0.02,
                              scorer=scorer, scorer_kwargs=dict(scorer_kwargs))
 
 
