@@ -77,6 +77,12 @@ METHOD = """\
   rliable's probability of improvement is not used: it is a pairwise matrix rather than one
   number per scorer, and at three seeds its stratified-bootstrap interval has the coverage
   problem this method removes; the paired tests above are the pairwise statistic.
+- **icl_mqar**: multi-query associative recall (Zoology): a decoder trained from scratch at one
+  length recalls the value of each queried key; accuracy on a pairs x length grid that includes
+  longer sequences and more pairs than trained (floor: guessing one of the context's values).
+- **Length generalization** (`decoder_lm`): held-out perplexity in rolling windows of 1x, 2x and
+  4x the training context over the same tokens, RoPE as trained (floor: the unigram perplexity);
+  a scorer defined only up to its training length has no value beyond it.
 - **Superseded** records (older task, scorer or harness records version than the newest seen)
   are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
 """
@@ -421,7 +427,7 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
 - **Size**: the cpu profile trains 2-layer, 32-wide models for 500 (quantifiers) and 1,000
   (linear) steps, curriculum to 19 / 21 points, on smaller grids; the paper profile is the paper's
   size. A profile may demote a headline that cannot separate scorers at its size
-  (`demote_headlines` in the cell config): at cpu, `icl_quantifiers` `error_id` (0 for every
+  (`headline_metrics` in the cell config): at cpu, `icl_quantifiers` `error_id` (0 for every
   scorer) is secondary.
 """
 

@@ -17,7 +17,7 @@ from suite.records import TRACKS  # noqa: F401  (the tracks a task may name)
 
 from .registry import TaskError
 
-DEMOTE_KEY = "demote_headlines"  # the optional Config field naming headlines not used in a setting
+HEADLINE_KEY = "headline_metrics"  # the optional Config field choosing a profile's headline metrics
 
 
 @dataclass(frozen=True)
@@ -136,29 +136,27 @@ class Task:
             except TaskError as e:
                 raise TaskError(f"{source}: task {self.name!r}: {e}") from None
         cfg = self.Config(**values)
-        self.check_demoted(getattr(cfg, DEMOTE_KEY, ()), source)
+        self.metric_specs(cfg, source=source)
         return cfg
 
     def metrics_for(self, config) -> dict[str, Metric]:
         """The metrics a cell of ``config`` declares (``metrics`` unless they depend on it)."""
         return self.metrics
 
-    @classmethod
-    def check_demoted(cls, names, source: str = "config") -> None:
-        """Every name in a config's ``demote_headlines`` must be a declared headline metric."""
-        wrong = [n for n in names if n not in cls.metrics or not cls.metrics[n].headline]
-        if wrong:
-            headlines = sorted(n for n, m in cls.metrics.items() if m.headline)
-            raise TaskError(f"{source}: {DEMOTE_KEY} names {wrong}, which are not headline metrics "
-                            f"of task {cls.name!r}; its headline metrics are {headlines}")
-
-    def metric_specs(self, config) -> dict[str, dict]:
+    def metric_specs(self, config, *, source: str = "config") -> dict[str, dict]:
         """A record's ``metric_specs``: the metrics a cell of ``config`` (the Config dataclass)
-        declares, where those its ``demote_headlines`` lists are not headlines. A task offers the
-        choice per profile by giving its Config a ``demote_headlines: tuple[str, ...] = ()``."""
-        demoted = set(getattr(config, DEMOTE_KEY, None) or ())
-        return {name: dataclasses.replace(m, headline=m.headline and name not in demoted).spec()
-                for name, m in self.metrics_for(config).items()}
+        declares. A Config with a ``headline_metrics`` field lets a profile choose its headlines:
+        a non-empty list replaces the declared headline set (e.g. a metric that cannot separate
+        scorers at the profile's size is left out)."""
+        metrics = self.metrics_for(config)
+        chosen = list(getattr(config, HEADLINE_KEY, None) or ())
+        if chosen:
+            unknown = sorted(set(chosen) - set(metrics))
+            if unknown:
+                raise TaskError(f"{source}: {HEADLINE_KEY} of task {self.name!r} names unknown "
+                                f"metric(s) {unknown}; choose among: {', '.join(sorted(metrics))}")
+            metrics = {n: dataclasses.replace(m, headline=n in chosen) for n, m in metrics.items()}
+        return {name: m.spec() for name, m in metrics.items()}
 
     def skip_reason(self, scorer: str) -> str | None:
         """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""

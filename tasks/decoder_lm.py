@@ -6,6 +6,10 @@ a safetensors checkpoint in the cell's workdir, then one evaluation path for eve
 
 - perplexity (``rolling`` protocol by default, ``windows`` for paper parity) on the held-out
   documents of the training corpus and on Wikipedia, WikiText-2 test and C4;
+- length generalization: held-out perplexity (rolling) in windows of m x ``max_len`` tokens for
+  m in ``context_multiples``, the same tokens at every m (``heldout_perplexity_<m>x``;
+  ``heldout_perplexity_1x`` equals ``heldout_perplexity`` under the rolling protocol), anchored
+  at the held-out unigram perplexity;
 - arc_easy, arc_challenge, boolq, piqa, hellaswag, winogrande, lambada_openai scored as
   lm-evaluation-harness 0.4 does, ``n_shot``-shot, per-item outcomes in ``items``; a benchmark
   metric at or below the best constant-answer accuracy on the same items is flagged in
@@ -32,7 +36,7 @@ from .data import corpora, fineweb
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
 from .lmeval.benchmarks import BENCHMARKS
-from .lmeval.perplexity import PROTOCOLS, perplexity
+from .lmeval.perplexity import PROTOCOLS, context_perplexities, perplexity, unigram_perplexity
 from .lmeval.scoring import LogLikelihoodScorer
 from .lmeval.zeroshot import run_benchmark
 from .models.decoder import Decoder, DecoderConfig, parameter_counts
@@ -41,6 +45,7 @@ from .training import (Divergence, accumulated_backward, autocast as autocast_to
                        row_share, scorer_parameter_values, training_dtype)
 
 PPL_SETS = ("heldout", "wikipedia", "wikitext", "c4")
+CONTEXT_MULTIPLES = (1, 2, 4, 8)
 CHECKPOINT = "decoder.safetensors"
 CHECKPOINT_META = "decoder.json"
 TOKENIZER = "tokenizer.json"
@@ -93,6 +98,8 @@ class DecoderLMConfig:
     max_items: int = -1                   # first N items of each benchmark (-1: all)
     add_bos: bool = False
     eval_batch_tokens: int = 8192
+    context_multiples: list = field(default_factory=lambda: [1, 2, 4])  # [] : no length test
+    headline_metrics: list = field(default_factory=list)  # [] : the declared headline metrics
 
     def __post_init__(self):
         if self.corpus not in (*corpora.TRAINING_CORPORA, fineweb.NAME):
@@ -111,6 +118,10 @@ class DecoderLMConfig:
                                 f"{', '.join(BENCHMARKS)}")
         if self.n_shot < 0:
             raise TaskError(f"decoder_lm: n_shot={self.n_shot} must be >= 0")
+        for m in self.context_multiples:
+            if m not in CONTEXT_MULTIPLES:
+                raise TaskError(f"decoder_lm: context_multiples has {m!r}; use some of "
+                                f"{list(CONTEXT_MULTIPLES)}")
         if self.steps < 1 or self.warmup_steps < 0:
             raise TaskError(f"decoder_lm: steps={self.steps} must be >= 1 and "
                             f"warmup_steps={self.warmup_steps} >= 0")
@@ -136,15 +147,14 @@ def _metrics() -> dict[str, Metric]:
                                           description=f"{b.name} {m} (lm-eval 0.4 rules)",
                                           ceiling=1.0 if m in ("acc", "acc_norm") else None)
     out["lambada_openai_nll"] = Metric("lower", description="lambada mean -log p(last word)")
+    for m in CONTEXT_MULTIPLES:
+        out[f"heldout_perplexity_{m}x"] = Metric(
+            "lower", description=f"held-out token perplexity (rolling) in windows of {m} x max_len "
+                                 "tokens, RoPE as trained; floor: the held-out unigram perplexity",
+            ceiling=1.0, log_scale=True)
+        out[f"heldout_bits_per_byte_{m}x"] = Metric(
+            "lower", description=f"held-out bits per byte (rolling) in windows of {m} x max_len")
     return out
-
-
-def unigram_perplexity(tokens, vocab_size: int) -> float:
-    """exp(H) of the add-one unigram distribution of the training tokens: the perplexity of the
-    trivial predictor that ignores context, the floor of the perplexity's normalized score."""
-    counts = np.bincount(np.asarray(tokens, dtype=np.int64).ravel(), minlength=vocab_size) + 1.0
-    p = counts / counts.sum()
-    return float(np.exp(-(p * np.log(p)).sum()))
 
 
 def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: int,
@@ -297,16 +307,18 @@ class DecoderLM(Task):
         llm = LogLikelihoodScorer(model, tok, max_length=cfg.max_len, device=device,
                                   batch_tokens=cfg.eval_batch_tokens, add_bos=cfg.add_bos,
                                   autocast_dtype=torch.bfloat16 if autocast else None)
-        extra["perplexity"] = self._perplexity(llm, data, cfg, metrics, items)
-        extra["anchors"] = {f"{s}_perplexity": {"floor": unigram_perplexity(data.train, tok.vocab_size)}
-                            for s in cfg.ppl_sets}
+        extra["anchors"] = {}
+        extra["perplexity"] = self._perplexity(llm, data, cfg, metrics, items, extra["anchors"])
+        extra["context_perplexity"] = self._context(model, data, cfg, metrics, items, extra, llm)
         extra["benchmarks"] = self._benchmarks(llm, cfg, metrics, items, extra)
         extra["long_continuations_split"] = llm.split_requests
         extra["eval_seconds"] = time.perf_counter() - t1
         return TaskResult(metrics=metrics, items=items, extra=extra, step=cfg.steps)
 
     @staticmethod
-    def _perplexity(llm, data, cfg, metrics, items) -> dict:
+    def _perplexity(llm, data, cfg, metrics, items, anchors) -> dict:
+        """Perplexity on each of ``cfg.ppl_sets``; the anchor floor of each is the perplexity of
+        the add-one unigram model of the training tokens on the same documents."""
         info = {"protocol": cfg.ppl_protocol, "context": cfg.max_len}
         for name in cfg.ppl_sets:
             if name == "heldout":
@@ -315,12 +327,38 @@ class DecoderLM(Task):
                 docs = leading_documents(eval_documents(name, data.tokenizer), cfg.ppl_max_docs,
                                          cfg.ppl_max_tokens, data.tokenizer)
             res = perplexity(llm, docs, cfg.ppl_protocol)
+            anchors[f"{name}_perplexity"] = {
+                "floor": unigram_perplexity(data.train, docs, data.tokenizer.vocab_size)}
             for key, value in res.metrics.items():
                 metrics[f"{name}_{key}"] = value
             for key, values in res.items.items():
                 items[f"{name}_{key}"] = values
             info[name] = {"documents": res.n_docs, "tokens": res.n_tokens,
                           "words": int(docs.words.sum()), "bytes": int(docs.bytes.sum())}
+        return info
+
+    @staticmethod
+    def _context(model, data, cfg, metrics, items, extra, llm) -> dict:
+        if not cfg.context_multiples:
+            return {}
+        docs = leading_documents(data.test, -1, cfg.heldout_max_tokens, data.tokenizer)
+        unigram = unigram_perplexity(data.train, docs, data.tokenizer.vocab_size)
+        results = context_perplexities(model, data.tokenizer, docs, cfg.max_len,
+                                       cfg.context_multiples, batch_tokens=cfg.eval_batch_tokens,
+                                       device=llm.device, add_bos=cfg.add_bos,
+                                       autocast_dtype=llm.autocast_dtype)
+        info: dict = {"unigram_perplexity": unigram, "tokens": int(sum(map(len, docs.tokens))),
+                      "failed": {}}
+        for m, res in results.items():
+            if isinstance(res, str):
+                metrics[f"heldout_perplexity_{m}x"] = math.nan
+                info["failed"][f"{m}x"] = res
+                continue
+            metrics[f"heldout_perplexity_{m}x"] = res.metrics["perplexity"]
+            metrics[f"heldout_bits_per_byte_{m}x"] = res.metrics["bits_per_byte"]
+            items[f"heldout_bits_per_byte_{m}x"] = res.items["bits_per_byte"]
+        extra.setdefault("anchors", {}).update(
+            {f"heldout_perplexity_{m}x": {"floor": unigram, "ceiling": 1.0} for m in results})
         return info
 
     @staticmethod

@@ -45,8 +45,8 @@ class ICLTaskConfig:
     loss_log_points: int = 100
     # training precision: "fp32" (the paper's) or "bf16" (autocast); evaluation is always fp32
     precision: str = "fp32"
-    # declared headline metrics that are not headlines in this setting (Task.metric_specs)
-    demote_headlines: tuple[str, ...] = ()
+    # non-empty: the headline metrics in this setting instead of the declared ones (Task.metric_specs)
+    headline_metrics: tuple[str, ...] = ()
 
     def __post_init__(self):
         coerce_field_types(self)

@@ -111,7 +111,7 @@ def test_unknown_config_key_is_an_error_naming_it(task):
     ({"n_embd": 30}, "multiple of n_head"),
     ({"curriculum_end": 5}, "curriculum_end=5 is below"),
     ({"precision": "fp16"}, "precision must be one of"),
-    ({"demote_headlines": ["error_typo"]}, "not headline metrics"),
+    ({"headline_metrics": ["error_typo"]}, "unknown metric"),
     ({"deviant_points": 7}, "deviant_points=7 must be between 8"),
 ])
 def test_bad_values_are_clear_errors(overrides, message):
@@ -353,27 +353,28 @@ def test_icl_trains_in_fp32_under_every_profile(profile, task):
     assert _loss_dtypes(cfg, sample, loss)["output"] == {torch.bfloat16}
 
 
-def test_demoted_headlines_in_metric_specs():
+def test_a_profile_chooses_its_headline_metrics():
     task = tasks.create_task("icl_quantifiers")
     section = tomllib.loads((PROFILES / "cpu.toml").read_text())["tasks"]["icl_quantifiers"]
     cfg = task.config(section)
-    assert cfg.demote_headlines == ("error_id",)
+    assert cfg.headline_metrics == ("error_shifted",)
     specs = task.metric_specs(cfg)
     assert specs["error_id"]["headline"] is False and specs["error_shifted"]["headline"] is True
-    other = task.config({**section, "demote_headlines": ["error_shifted"]})
-    assert task.metric_specs(other)["error_shifted"]["headline"] is False
+    other = task.config({**section, "headline_metrics": ["error_id", "deviant_error"]})
+    assert {n for n, s in task.metric_specs(other).items() if s["headline"]} == {"error_id",
+                                                                               "deviant_error"}
     assert task.metric_specs(task.config({}))["error_id"]["headline"] is True
     assert task.metric_specs(cfg)["error_id"]["direction"] == "lower"
-    with pytest.raises(TaskError, match="not headline metrics.*error_shifted"):
-        task.config({"demote_headlines": ["deviant_error"]})
+    with pytest.raises(TaskError, match="unknown metric.*error_typo"):
+        task.config({"headline_metrics": ["error_typo"]})
 
 
-def test_records_carry_the_demoted_headlines():
+def test_records_carry_the_chosen_headlines():
     from suite.cells import Cell, resolve_config
     from suite.runner import CellJob, failed_record, run_cell
 
     task = tasks.create_task("icl_quantifiers")
-    config = resolve_config(task, {"demote_headlines": ["error_id"]})
+    config = resolve_config(task, {"headline_metrics": ["error_shifted"]})
     cell = Cell(task="icl_quantifiers", task_version=task.version, track="icl", scorer="softmax",
                 scorer_version=1, scorer_kwargs={}, profile="t", seed=0, config=config)
     for record in (run_cell(CellJob(cell, skip_reason="not run"), device="cpu"),

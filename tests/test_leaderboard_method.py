@@ -187,5 +187,5 @@ def test_method_text_ends_with_the_differences_from_the_paper():
     block = " ".join(PAPER_DIFFERENCES.split())
     for phrase in ("judged on `ssa_gpt2`, with `ssa`", "100i + 10j", "independent draws",
                    "in expectation only", "[1, −1, −2, 1000]", "−70 at point 6 and 70000 at point 8",
-                   "`mse_T9_id`", "`mse_T9_shifted`", "fp32 in every profile", "`demote_headlines`"):
+                   "`mse_T9_id`", "`mse_T9_shifted`", "fp32 in every profile", "`headline_metrics`"):
         assert phrase in block, phrase

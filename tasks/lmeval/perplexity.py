@@ -10,6 +10,12 @@ conditioned on ``<|endoftext|>``. With ``ll`` the summed log-likelihood::
 ``windows`` (the paper's protocol): N = min(1000, eligible) documents with at least L + 1
 tokens, drawn with ``numpy.random.default_rng(42)``, one random window of L tokens each;
 perplexity = exp(mean cross-entropy over the L - 1 predicted tokens of all windows).
+
+Length extrapolation (``context_perplexities``): the ``rolling`` protocol on the same documents
+with windows of m · L tokens for each multiple m, so every m predicts the same tokens, once
+each, and only the contexts grow beyond the training length (RoPE as trained, no scaling). The
+anchor of a perplexity's normalized score is the add-one unigram perplexity of the training
+stream on the same tokens (``unigram_perplexity``).
 """
 from __future__ import annotations
 
@@ -18,6 +24,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import torch
+
+from scorers import ScorerError
 
 from ..data.lm_data import TokenizedDocuments
 from .scoring import LogLikelihoodScorer
@@ -89,3 +98,33 @@ def perplexity(llm: LogLikelihoodScorer, docs: TokenizedDocuments, protocol: str
     if protocol == "windows":
         return windows_perplexity(llm, docs, progress=progress)
     raise ValueError(f"unknown perplexity protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}")
+
+
+def context_perplexities(model: torch.nn.Module, tokenizer, docs: TokenizedDocuments, context: int,
+                         multiples, **scorer_kwargs) -> dict[int, PerplexityResult | str]:
+    """Rolling perplexity of ``docs`` in windows of ``m * context`` tokens for each ``m``.
+
+    ``model.extend_context(n)`` must let it read ``n`` tokens; ``scorer_kwargs`` go to
+    :class:`LogLikelihoodScorer`. A multiple whose length the model's scorers cannot read (a
+    scorer defined only up to its ``max_len``) maps to the scorer's error message.
+    """
+    out: dict[int, PerplexityResult | str] = {}
+    for m in multiples:
+        length = int(m) * context
+        model.extend_context(length)
+        llm = LogLikelihoodScorer(model, tokenizer, max_length=length, **scorer_kwargs)
+        try:
+            out[int(m)] = rolling_perplexity(llm, docs)
+        except ScorerError as e:
+            out[int(m)] = str(e)
+    model.extend_context(context)
+    return out
+
+
+def unigram_perplexity(train_tokens: np.ndarray, docs: TokenizedDocuments, vocab_size: int) -> float:
+    """exp(-mean log p(t)) over every token of ``docs``, p the add-one unigram distribution of
+    ``train_tokens``: the perplexity of a model that ignores the context."""
+    counts = np.bincount(np.asarray(train_tokens, dtype=np.int64), minlength=vocab_size)[:vocab_size]
+    logp = np.log(counts + 1.0) - math.log(counts.sum() + vocab_size)
+    tokens = np.concatenate([np.asarray(t, dtype=np.int64) for t in docs.tokens])
+    return math.exp(-float(logp[tokens].mean()))

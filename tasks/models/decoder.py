@@ -138,6 +138,7 @@ class Decoder(nn.Module):
         self.rotary = Rotary(cfg.rotary_dim, cfg.max_len, cfg.rope_base)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = LayerNorm(cfg.dim, cfg.norm_eps, cfg.zero_centered_gamma)
+        self.context = cfg.max_len
         if seed is not None:  # None: the weights are about to be loaded from a checkpoint
             self.init_weights(seed)
 
@@ -159,11 +160,20 @@ class Decoder(nn.Module):
             else:
                 p.zero_()
 
+    def extend_context(self, length: int) -> None:
+        """Accept inputs of up to ``length`` tokens: the rotary table is extended with the same
+        frequencies (no scaling); the scorers keep the constants they were built with for
+        ``max_len`` (a scorer defined only up to its ``max_len`` raises beyond it)."""
+        if length > self.rotary.cos.shape[0]:
+            device = self.embed.weight.device
+            self.rotary = Rotary(self.cfg.rotary_dim, length, self.cfg.rope_base).to(device)
+        self.context = max(length, self.cfg.max_len)
+
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         t = ids.shape[1]
-        if t > self.cfg.max_len:
+        if t > self.context:
             raise ValueError(f"input of {t} tokens exceeds the model context "
-                             f"max_len={self.cfg.max_len}")
+                             f"{self.context} (max_len={self.cfg.max_len}; extend_context raises it)")
         mask = causal_mask(t, device=ids.device)
         h = self.embed(ids)
         for block in self.blocks:
