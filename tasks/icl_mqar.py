@@ -39,17 +39,15 @@ from torch.nn import functional as F
 from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
     ICLTaskConfig,
-    derive_seed,
-    generator,
     grid,
     mean_of,
     save_checkpoint,
-    scorer_parameter_values,
     train,
     training_dtype,
 )
 from .models.decoder import Decoder, DecoderConfig
 from .registry import TaskError, register_task
+from .training import derive_seed, generator, prepare_model, scorer_parameter_values
 
 IGNORE = -100
 
@@ -170,12 +168,16 @@ class TokenModel(nn.Module):
 
 
 def build_model(cfg: MQARConfig, scorer: str, scorer_kwargs: dict, seed: int,
-                device: torch.device) -> TokenModel:
-    """The backbone for ``scorer``; shared parameters depend only on ``seed``."""
+                device: torch.device, ctx: RunContext | None = None) -> TokenModel:
+    """The backbone for ``scorer`` on its fast path (``ctx.fast``); shared parameters depend only
+    on ``seed``."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "scorer-construction"))
         decoder = Decoder(cfg.model_config(scorer, scorer_kwargs), seed=derive_seed(seed, "init"))
-    return TokenModel(decoder).to(device)
+    model = TokenModel(decoder).to(device)
+    if ctx is not None:
+        prepare_model(model, ctx)
+    return model
 
 
 def training_sampler(cfg: MQARConfig):
@@ -234,14 +236,14 @@ class ICLMQAR(Task):
             ctx: RunContext) -> TaskResult:
         cfg = config
         total = cfg.train_steps + 1
-        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device)
+        model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
         log = train(model, cfg, training_sampler(cfg), query_loss,
                     generator(seed, "icl_mqar", "train"), ctx, progress_total=total)
         grids: dict = {}
         items, chance = evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
-            "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(ctx.device),
+            "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(cfg.precision),
             "eval_dtype": "float32", "ignore_label": IGNORE,
             "anchors": {k: {"floor": chance[k], "ceiling": 1.0}
                         for k in ("accuracy_id", "accuracy_longest")},

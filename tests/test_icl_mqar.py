@@ -10,7 +10,7 @@ import torch
 from tasks import RunContext, TaskError, create_task
 from tasks import icl_mqar
 from tasks.icl_mqar import IGNORE, power_law, sample_mqar
-from tasks.icl_training import generator
+from tasks.training import generator
 
 
 @pytest.fixture(autouse=True)
