@@ -466,15 +466,18 @@ def flex_available(device: torch.device) -> bool:
     return True
 
 
-# The forms ``auto`` may give a scorer without a native path, in order, per device type; measured
-# with ``scorebench bench train`` (decoder and encoder, small size, 2 threads; README "Speed").
-# CPU: the fused SSA kernel, run eagerly (its compiled kernels cost a compilation per cell for no
-# gain at these sizes); not topk (the partial sort trains slower than the reference) nor compile
-# (tens of seconds of compilation per scorer and shape, for steps no faster). CUDA: FlexAttention
-# (on an H200 the query-block paths launch too many small kernels: topk ran 3-4x and compile
-# 2-3x slower than the dense reference at L = 1024-2048).
+# The forms ``auto`` may give a scorer without a native path, in order, per device type, and the
+# shortest run (seconds, the caller's ``budget_s``) worth compiling for; measured with
+# ``scorebench bench train`` and first-step times (README "Speed"). CPU: the fused SSA kernel with
+# compiled elementwise kernels (eagerly it trains slower than the reference); its first
+# compilation took 25-300 s on the shared 2-core machine (the on-disk inductor cache makes later
+# runs cheap), so runs shorter than 10 minutes keep the reference. Not topk (the partial sort
+# trains slower than the reference) nor compile (100-230 s of compilation per scorer for steps
+# no faster than the reference). CUDA: FlexAttention (on an H200 the query-block paths launch too
+# many small kernels: topk ran 3-4x and compile 2-3x slower than the dense reference at
+# L = 1024-2048).
 AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("fused",), "cuda": ("flex",)}
-AUTO_COMPILED: dict[str, bool] = {"cpu": False, "cuda": True}
+AUTO_MIN_BUDGET_S: dict[str, float] = {"cpu": 600.0, "cuda": 0.0}
 
 
 def shipped_path(scorer: Scorer) -> str:
@@ -482,10 +485,12 @@ def shipped_path(scorer: Scorer) -> str:
     return scorer.native_form if scorer.has_fast_path and scorer.use_fast_path else "reference"
 
 
-def choose_path(scorer: Scorer, device: torch.device | str, mode: str) -> str:
+def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
+                budget_s: float | None = None) -> str:
     """The path ``mode`` gives this scorer on ``device``: one of its ``fast_forms()`` (fused,
     flex, topk, compile, or its native form such as sdpa) or reference. A mode naming a form the
-    scorer lacks keeps the scorer as shipped."""
+    scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected length; under
+    ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S`` keeps what needs no compilation."""
     if mode not in MODES:
         raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
     device = torch.device(device)
@@ -496,6 +501,8 @@ def choose_path(scorer: Scorer, device: torch.device | str, mode: str) -> str:
     if mode != "auto":
         return mode if mode in forms else own
     if own != "reference":
+        return own
+    if budget_s is not None and budget_s < AUTO_MIN_BUDGET_S.get(device.type, 0.0):
         return own
     for form in AUTO_FORMS.get(device.type, ()):
         if form in forms and (form != "flex" or flex_available(device)):
@@ -527,28 +534,28 @@ def _module_device(module: torch.nn.Module) -> torch.device:
 
 
 def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int = DEFAULT_BLOCK,
-               compiled: bool | None = None, device=None) -> dict[str, str]:
+               compiled: bool = True, device=None, budget_s: float | None = None
+               ) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
     ``{scorer name: path}`` (fused, flex, topk, compile, sdpa, linear or reference), e.g. for a
     record's provenance. Call it after moving the model to its device (``device`` defaults to
     the module's).
 
     ``mode``: ``"auto"`` (the measured choice per device), ``"off"`` (as shipped) or a form.
-    ``compiled``: run the fused and compile forms under ``torch.compile`` (default: the device's
-    choice under ``auto``, True for a named form; False gives the same numbers eagerly).
+    ``budget_s``: how long the run is expected to take (a cell's time limit); under ``auto`` a
+    run too short to pay for compilation keeps the uncompiled paths (:data:`AUTO_MIN_BUDGET_S`).
+    ``compiled=False`` runs the fused and compile forms eagerly (same numbers; for tests).
     Parameters, buffers, state-dict keys and classes are unchanged; :func:`restore` undoes it."""
     if mode not in MODES:
         raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
     if block_size < 1:
         raise FastPathError(f"block_size must be >= 1, got {block_size}")
     device = _module_device(module) if device is None else torch.device(device)
-    if compiled is None:
-        compiled = AUTO_COMPILED.get(device.type, True) if mode == "auto" else True
     found: dict[str, set[str]] = {}
     for m in module.modules():
         if isinstance(m, Scorer):
             restore(m)
-            path = choose_path(m, device, mode)
+            path = choose_path(m, device, mode, budget_s)
             if path in FORMS:
                 m.fast_form = path
                 m.fast_block_size = int(block_size)

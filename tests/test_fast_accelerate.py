@@ -111,3 +111,13 @@ def test_plain_causal_detection():
     assert not is_plain_causal(masks(5, 5)["padded_causal"], 5, 5)
     assert not is_plain_causal(None, 5, 5)
     assert not is_plain_causal(torch.ones(4, 5, dtype=torch.bool).tril(), 4, 5)
+
+
+def test_auto_keeps_a_short_cpu_run_off_compiled_forms():
+    """A 60-second CPU cell must not spend tens of seconds compiling the fused kernels."""
+    scorer = make_scorer("ssa")
+    assert choose_path(scorer, CPU, "auto", budget_s=60) == "reference"
+    assert choose_path(scorer, CPU, "auto", budget_s=3600) == "fused"
+    assert choose_path(scorer, CUDA, "auto", budget_s=60) == "flex"
+    assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "reference"}
+    assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}
