@@ -10,6 +10,7 @@ replaced by an all-visible row of zeros, the scorer runs, then their weights and
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import nn
@@ -53,6 +54,16 @@ class Scorer(nn.Module):
     version = 1
     causal_only = False
     description = ""
+    # Fast forms (scorers/forms.py): the name of this class's own fast_attend, whether weights
+    # compile, and the partial-sort normalizer; flex_spec and fused_ssa_parameters are methods.
+    native_form = "native"
+    compilable = False
+    topk_normalizer: Callable | None = None
+    # Per instance, set by scorers.fast.accelerate: the form attend runs (None: as shipped) and
+    # the options of the blocked forms.
+    fast_form: str | None = None
+    fast_block_size = 64
+    fast_compiled = True
 
     def __init__(self, *, num_heads: int = 1, max_len: int = 1024):
         super().__init__()
@@ -71,13 +82,41 @@ class Scorer(nn.Module):
     def reference_attend(self, q, k, v, mask=None):
         raise NotImplementedError
 
+    def flex_spec(self, q, k, mask):
+        """A FlexSpec (scorers/forms.py) when the scorer is a FlexAttention score_mod."""
+        raise NotImplementedError
+
+    def fused_ssa_parameters(self, dtype, device):
+        """(n, b), 1-element tensors, when the weights are softmax(n sgn(s) log1p(b|s|))."""
+        raise NotImplementedError
+
+    @classmethod
+    def fast_forms(cls) -> tuple[str, ...]:
+        """The forms this scorer declares: its ``native_form``, fused, flex, topk, compile."""
+        forms = [cls.native_form] if cls.fast_attend is not Scorer.fast_attend else []
+        if cls.fused_ssa_parameters is not Scorer.fused_ssa_parameters:
+            forms.append("fused")
+        if cls.flex_spec is not Scorer.flex_spec:
+            forms.append("flex")
+        if cls.topk_normalizer is not None:
+            forms.append("topk")
+        if cls.compilable:
+            forms.append("compile")
+        return tuple(forms)
+
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention output (B, H, Lq, Dv); the fast path when it exists and is enabled."""
+        """Attention output (B, H, Lq, Dv): the form ``fast_form`` selects, else the scorer's own
+        fast path when it exists and is enabled, else the reference."""
         self.calls += 1
         if self.causal_only and mask is not None:
             _check_causal(mask)
-        if self.use_fast_path and self.has_fast_path:
+        form = self.fast_form
+        if form is not None and form != "reference" and form != self.native_form:
+            from .fast import attend_form
+
+            return attend_form(self, form, q, k, v, mask)
+        if self.use_fast_path and self.has_fast_path and form != "reference":
             return self.fast_attend(q, k, v, mask)
         return self.reference_attend(q, k, v, mask)
 
@@ -96,6 +135,8 @@ def _check_causal(mask: torch.Tensor) -> None:
 class LogitsScorer(Scorer):
     """A scorer that maps logits to weights; subclasses implement :meth:`weights`."""
 
+    compilable = True
+
     def weights(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Weights (B, H, Lq, Lk) from logits ``s``; every row of ``mask`` has a visible key."""
         raise NotImplementedError
@@ -105,9 +146,13 @@ class LogitsScorer(Scorer):
         return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) / math.sqrt(q.shape[-1])
 
     def weights_from_logits(self, s: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Weights with the fully-masked-row guard and exact zeros on masked keys."""
+        """Weights with the fully-masked-row guard and exact zeros on masked keys. The guard's
+        full-size passes run only when some row of ``mask`` sees no key (one boolean reduction
+        over the mask as given, before broadcasting, decides)."""
         if mask is None:
-            mask = torch.ones_like(s, dtype=torch.bool)
+            return self.weights(s, s.new_ones((1,) * s.dim(), dtype=torch.bool).expand(s.shape))
+        if not has_empty_rows(mask):
+            return self.weights(s, mask.expand(s.shape)).masked_fill(~mask, 0.0)
         mask = mask.expand(s.shape)
         row_valid = mask.any(-1, keepdim=True)
         safe_mask = mask | ~row_valid
@@ -117,8 +162,10 @@ class LogitsScorer(Scorer):
 
     def weights_from_qk(self, q: torch.Tensor, k: torch.Tensor,
                         mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is not None and mask.dtype != torch.bool:
+            raise TypeError(f"attention mask must be boolean (True = visible), got {mask.dtype}")
         with torch.autocast(q.device.type, enabled=False):
-            return self.weights_from_logits(self.logits(q, k), full_mask(q, k, mask))
+            return self.weights_from_logits(self.logits(q, k), mask)
 
     def reference_attend(self, q, k, v, mask=None):
         w = self.weights_from_qk(q, k, mask)
@@ -136,6 +183,14 @@ class ModuleScorer(Scorer):
     def reference_attend(self, q, k, v, mask=None):
         w = self.weights_from_qk(q, k, mask)
         return (w @ v.to(w.dtype)).to(v.dtype)
+
+
+def has_empty_rows(mask: torch.Tensor) -> bool:
+    """True when some query row of the boolean ``mask`` sees no key (always True while
+    ``torch.compile`` traces, where the answer cannot be read)."""
+    if torch.compiler.is_compiling():
+        return True
+    return not bool(mask.any(-1).all())
 
 
 def masked_fill_neg_inf(s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

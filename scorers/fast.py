@@ -1,31 +1,32 @@
-"""Fast paths around the registry's scorers: ``torch.compile``, a fused log-domain SSA kernel for
-CPUs, and FlexAttention ``score_mod`` definitions for GPUs. Each equals the scorer's reference
-``reference_attend`` (tests/test_fast_*.py).
+"""Fast paths of the registry's scorers: ``torch.compile``, a fused log-domain SSA kernel for
+CPUs, a partial-sort form of sparsemax and 1.5-entmax, and FlexAttention for GPUs. Each equals
+the scorer's ``reference_attend`` (tests/test_fast_*.py).
 
     from scorers.fast import accelerate
-    accelerate(model, mode="auto")       # every scorer inside ``model`` gets a fast ``attend``
+    accelerate(model, mode="auto")       # -> {"ssa": "fused", "softmax": "sdpa"}
 
-``accelerate`` keeps each scorer object (its parameters, state dict and call counter) and swaps
-its class for a subclass whose ``fast_attend`` picks, on every call, one of these paths:
+Each scorer declares the forms it has beside its formula (scorers/forms.py, ``fast_forms()``) and
+this module runs them; nothing here is keyed by scorer name. :func:`accelerate` sets, per scorer
+instance, the form its ``attend`` runs (``fast_form``); parameters, buffers, state dict and class
+stay as they are. The forms:
 
 - ``compile``: ``torch.compile`` (dynamic shapes) of the scorer's own ``weights`` + ``P @ v``, run
   on query blocks of ``block_size`` rows that only see the keys some row of the block can see (so a
-  causal mask costs about half the dense work). Any logits-kind scorer.
-- ``fused``: the SSA family (ssa, ssa_gpt2, stablemax) as one ``autograd.Function`` over the same
-  query blocks: logits, ``t = n sgn(s) log1p(b|s|)`` (compiled), ``softmax(t)``, ``P @ v``, and a
-  hand-written backward (gradients for q, k, v, n and b), saving ``P``, ``u = 1/(1 + b|s|)`` and
-  (when n or b learn) ``t`` of the visible blocks only.
-- ``topk``: sparsemax and entmax15 on the same query blocks, through the ``entmax`` package's
-  partial sort (``k=``, exact: rows whose support reaches k are solved again with 2k).
-- ``flex``: FlexAttention with the scorer's ``score_mod`` (``FLEX_SCORE_MODS``); scorers that are
-  not a softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output
-  with the log-sum-exp. Parameters are captured as 1-element tensors. FlexAttention has no backward
-  on CPU (torch 2.13), so on CPU this path serves inference only.
-- ``auto``: on CUDA, flex where a score_mod exists and the scorer's own path otherwise; on CPU,
-  fused for the SSA family, topk for sparsemax and entmax15, compile for other logits-kind
-  scorers without a native fast path, and the scorer's own path otherwise.
+  causal mask costs about half the dense work). Scorers with ``compilable = True`` (logits-kind).
+- ``fused``: scorers declaring ``fused_ssa_parameters`` (ssa, ssa_gpt2, stablemax), as one
+  ``autograd.Function`` over the same query blocks: logits, ``t = n sgn(s) log1p(b|s|)``,
+  ``softmax(t)``, ``P @ v``, and a hand-written backward (gradients for q, k, v, n and b), saving
+  ``P``, ``u = 1/(1 + b|s|)`` and (when n or b learn) ``t`` of the visible blocks only. Its
+  elementwise kernels run compiled, or eagerly (``compiled=False``: same numbers, no compilation).
+- ``topk``: scorers declaring ``topk_normalizer`` (sparsemax, entmax15), on the same query blocks,
+  through the ``entmax`` package's partial sort (``k=``, exact: rows whose support reaches k are
+  solved again with 2k).
+- ``flex``: FlexAttention with the score_mod of the scorer's ``flex_spec``; scorers that are not a
+  softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output with
+  the log-sum-exp. FlexAttention has no backward on CPU (torch 2.13): there it serves inference.
 
-Scorers a mode does not cover keep their native fast path (e.g. SDPA for softmax) or reference.
+``auto`` picks per device what trained fastest in ``scorebench bench train`` (forward, backward
+and optimizer step, compilation included): see :data:`AUTO_FORMS`.
 """
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, Scorer, compute_dtype
-from .ssa import signed_log1p
+from .base import Scorer, compute_dtype
+from .forms import FORMS, FlexSpec  # noqa: F401  (FlexSpec: what flex_spec returns)
 
-MODES = ("auto", "compile", "fused", "flex", "topk")
+MODES = ("auto", "off", *FORMS)
 DEFAULT_BLOCK = 64
 NEG_INF = float("-inf")
 
@@ -155,15 +156,16 @@ def _compiled_for(cls: type, kind: str) -> Callable:
     return _COMPILED[key]
 
 
-def compiled_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
+def compiled_attend(scorer: Scorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
                     compiled: bool = True):
     """``scorer.reference_attend`` under ``torch.compile``, on query blocks with key truncation
     (``compiled=False``: the same blocks, eagerly)."""
-    if not isinstance(scorer, LogitsScorer):
-        raise FastPathError(f"the compile path covers logits-kind scorers; {scorer.name!r} is "
-                            f"{scorer.kind}-kind and keeps its own attend")
+    if not scorer.compilable:
+        raise FastPathError(f"the compile path covers scorers with compilable = True (the "
+                            f"logits-kind ones); {scorer.name!r} is {scorer.kind}-kind and keeps "
+                            f"its own attend")
     plan = plan_blocks(q, k, mask, block_size, aligned_last=scorer.causal_only)
-    base = _base_class(type(scorer))
+    base = type(scorer)
     outs = []
     for i, j, e in plan.blocks:
         qb, kb, vb = q[..., i:j, :], k[..., :e, :], v[..., :e, :]
@@ -308,20 +310,12 @@ class FusedSSA(torch.autograd.Function):
 
 def ssa_parameters(scorer: Scorer, dtype=torch.float32, device=None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(n, b) of an SSA-family scorer as 1-element tensors (differentiable where learnable), on
-    ``device`` (default: the scorer's; stablemax has no parameters, so pass the inputs' device)."""
-    name = scorer.name
-    if name in ("ssa", "ssa_gpt2"):
-        n, b = scorer.n_value(dtype).reshape(1), scorer.b_value(dtype).reshape(1)
-        return (n, b) if device is None else (n.to(device), b.to(device))
-    if name == "stablemax":
-        device = _device_of(scorer) if device is None else device
-        return torch.ones(1, dtype=dtype, device=device), torch.ones(1, dtype=dtype, device=device)
-    raise FastPathError(f"no SSA parameters for scorer {name!r}; the fused path covers "
-                        f"{sorted(FUSED_SCORERS)}")
-
-
-FUSED_SCORERS = frozenset({"ssa", "ssa_gpt2", "stablemax"})
+    """(n, b) of a scorer that declares ``fused_ssa_parameters``, as 1-element tensors
+    (differentiable where learnable), on ``device`` (default: the scorer's)."""
+    if "fused" not in scorer.fast_forms():
+        raise FastPathError(f"scorer {scorer.name!r} declares no fused SSA form (define "
+                            f"fused_ssa_parameters(dtype, device) -> (n, b) on its class)")
+    return scorer.fused_ssa_parameters(dtype, _device_of(scorer) if device is None else device)
 
 
 def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
@@ -338,28 +332,26 @@ def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
 # ---------------------------------------------------------------------------------------------
 # topk: sparsemax and 1.5-entmax through the entmax package's partial sort
 
-TOPK_SCORERS = ("sparsemax", "entmax15")
 DEFAULT_TOPK = 32
 
 
-def topk_weights(name: str, s: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
-    """``entmax.sparsemax`` / ``entmax.entmax15`` over visible keys with ``k=``: the package
-    partial-sorts the k largest logits and, for rows whose support reaches k, solves again with 2k
-    (exact). Masking and the fully-masked-row guard are those of ``LogitsScorer``."""
-    import entmax
-
-    fn = {"sparsemax": entmax.sparsemax, "entmax15": entmax.entmax15}[name]
+def topk_weights(fn: Callable, s: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """A partial-sort normalizer ``fn`` (``entmax.sparsemax``, ``entmax.entmax15``) over visible
+    keys with ``k=``: the package partial-sorts the k largest logits and, for rows whose support
+    reaches k, solves again with 2k (exact). Masking and the fully-masked-row guard are those of
+    ``LogitsScorer``."""
     row_valid = mask.any(-1, keepdim=True)
     safe = s.float().masked_fill(~row_valid, 0.0).masked_fill(~(mask | ~row_valid), NEG_INF)
     w = fn(safe, dim=-1, k=k) if k < s.shape[-1] else fn(safe, dim=-1)
     return w.masked_fill(~mask, 0.0)
 
 
-def topk_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
+def topk_attend(scorer: Scorer, q, k, v, mask=None, *, block_size: int = DEFAULT_BLOCK,
                 top: int = DEFAULT_TOPK) -> torch.Tensor:
-    """sparsemax / entmax15 attention on query blocks with key truncation and a partial sort."""
-    if scorer.name not in TOPK_SCORERS:
-        raise FastPathError(f"the topk path covers {TOPK_SCORERS}, not {scorer.name!r}")
+    """The scorer's ``topk_normalizer`` on query blocks with key truncation and a partial sort."""
+    if scorer.topk_normalizer is None:
+        raise FastPathError(f"the topk path covers scorers that declare a topk_normalizer "
+                            f"(sparsemax, entmax15), not {scorer.name!r}")
     plan = plan_blocks(q, k, mask, block_size)
     outs = []
     for i, j, e in plan.blocks:
@@ -372,7 +364,7 @@ def topk_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = D
             mb = plan.mask[..., i:j, :e]
         with torch.autocast(q.device.type, enabled=False):
             s = scorer.logits(qb, kb)
-            w = topk_weights(scorer.name, s, mb.expand(s.shape), top)
+            w = topk_weights(scorer.topk_normalizer, s, mb.expand(s.shape), top)
         outs.append((w @ vb.to(w.dtype)).to(v.dtype))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
@@ -380,87 +372,10 @@ def topk_attend(scorer: LogitsScorer, q, k, v, mask=None, *, block_size: int = D
 # ---------------------------------------------------------------------------------------------
 # flex: FlexAttention score_mods, keyed by scorer name
 
-@dataclass
-class FlexSpec:
-    """A scorer as FlexAttention: ``score_mod`` (None = plain softmax) and ``post(out, lse)``
-    turning the softmax output into the scorer's output (None = identity)."""
-
-    score_mod: Callable | None = None
-    post: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
-
-
-FLEX_SCORE_MODS: dict[str, Callable] = {}
-
-
-def flex_score_mod(*names: str):
-    """Register ``fn(scorer, q, k, mask) -> FlexSpec`` for the scorers ``names`` (plugins too)."""
-
-    def decorator(fn):
-        for name in names:
-            FLEX_SCORE_MODS[name] = fn
-        return fn
-
-    return decorator
-
-
 def _device_of(scorer: Scorer):
     for t in (*scorer.parameters(), *scorer.buffers()):
         return t.device
     return torch.device("cpu")
-
-
-def visible_counts(q, k, mask) -> torch.Tensor:
-    """n_i: visible keys per query, (B, H, Lq) float (1 where a row sees none)."""
-    b, h, lq = q.shape[:3]
-    lk = k.shape[-2]
-    if mask is None:
-        return torch.full((b, h, lq), float(lk), device=q.device)
-    return mask.expand(b, h, lq, lk).sum(-1).clamp(min=1).float()
-
-
-@flex_score_mod("softmax")
-def _flex_softmax(scorer, q, k, mask):
-    return FlexSpec()
-
-
-@flex_score_mod("temperature_softmax")
-def _flex_temperature(scorer, q, k, mask):
-    if scorer.learnable:
-        inv_tau = torch.exp(-scorer.log_tau.float())                     # (H,)
-        return FlexSpec(lambda score, b, h, qi, ki: score * inv_tau[h])
-    inv = torch.tensor([1.0 / scorer.tau], device=q.device)
-    return FlexSpec(lambda score, b, h, qi, ki: score * inv[0])
-
-
-@flex_score_mod("ssmax")
-def _flex_ssmax(scorer, q, k, mask):
-    sigma = scorer.sigma.float()                                          # (H,)
-    log_n = visible_counts(q, k, mask).log()                              # (B, H, Lq)
-    return FlexSpec(lambda score, b, h, qi, ki: score * (sigma[h] * log_n[b, h, qi]))
-
-
-@flex_score_mod("ssa", "ssa_gpt2", "stablemax")
-def _flex_ssa(scorer, q, k, mask):
-    n, b_ = ssa_parameters(scorer, device=q.device)
-    return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
-
-
-@flex_score_mod("sigmoid")
-def _flex_sigmoid(scorer, q, k, mask):
-    bias = torch.tensor([scorer.bias], device=q.device)
-    return FlexSpec(lambda score, b, h, qi, ki: F.logsigmoid(score + bias[0]),
-                    lambda out, lse: out * torch.exp(lse))
-
-
-@flex_score_mod("softmax_plus_one")
-def _flex_softmax_plus_one(scorer, q, k, mask):
-    return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse))
-
-
-@flex_score_mod("learned_sink")
-def _flex_learned_sink(scorer, q, k, mask):
-    sink = scorer.sink.float().view(1, -1, 1, 1)
-    return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse - sink))
 
 
 _FLEX_COMPILED = None
@@ -501,14 +416,15 @@ def flex_block_mask(q, k, mask):
 
 
 def flex_attend(scorer: Scorer, q, k, v, mask=None, *, compiled: bool | None = None):
-    """The scorer through FlexAttention with its registered score_mod.
+    """The scorer through FlexAttention with the score_mod of its ``flex_spec``.
 
     ``compiled``: use ``torch.compile(flex_attention)`` on CUDA (default; False runs the unfused
     implementation there too). On CPU it always runs uncompiled, forward only (for tests and
     inference)."""
-    if scorer.name not in FLEX_SCORE_MODS:
-        raise FastPathError(f"scorer {scorer.name!r} has no FlexAttention score_mod; registered: "
-                            f"{sorted(FLEX_SCORE_MODS)} (add one with @flex_score_mod)")
+    if "flex" not in scorer.fast_forms():
+        raise FastPathError(f"scorer {scorer.name!r} has no FlexAttention score_mod (define "
+                            f"flex_spec(q, k, mask) -> FlexSpec on its class); scorers with one: "
+                            f"{scorers_with('flex')}")
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(
             t.requires_grad for t in (q, k, v, *scorer.parameters())):
         raise FastPathError("FlexAttention has no backward on CPU (torch 2.13): use mode "
@@ -518,7 +434,7 @@ def flex_attend(scorer: Scorer, q, k, v, mask=None, *, compiled: bool | None = N
     # On CPU, inductor's flex_attention (torch 2.13) returns wrong values at some lengths (40 and
     # 200 of those tried, NaN at times) and cannot return the log-sum-exp: CPU runs uncompiled.
     compiled = q.device.type == "cuda" and compiled is not False
-    spec = FLEX_SCORE_MODS[scorer.name](scorer, q, k, mask)
+    spec = scorer.flex_spec(q, k, mask)
     block_mask = flex_block_mask(q, k, mask)
     fn = _flex_function(compiled)
     kwargs = dict(score_mod=spec.score_mod, block_mask=block_mask)
@@ -538,7 +454,7 @@ def flex_attend(scorer: Scorer, q, k, v, mask=None, *, compiled: bool | None = N
 
 
 # ---------------------------------------------------------------------------------------------
-# The mixin that accelerate() puts in front of a scorer's class
+# Choosing and setting each scorer's form
 
 def flex_available(device: torch.device) -> bool:
     if device.type != "cuda":
@@ -550,114 +466,130 @@ def flex_available(device: torch.device) -> bool:
     return True
 
 
-def choose_path(scorer: Scorer, device: torch.device, mode: str) -> str:
-    """The path ``mode`` gives this scorer on ``device``: flex, fused, topk, compile, native or
-    reference (native = the scorer's own fast path)."""
-    base = _base_class(type(scorer))
-    own = "native" if base.fast_attend is not Scorer.fast_attend else "reference"
-    logits = issubclass(base, LogitsScorer)
-    if mode == "flex":
-        return "flex" if scorer.name in FLEX_SCORE_MODS else own
-    if mode == "fused":
-        return "fused" if scorer.name in FUSED_SCORERS else own
-    if mode == "compile":
-        return "compile" if logits else own
-    if mode == "topk":
-        return "topk" if scorer.name in TOPK_SCORERS else own
-    if mode == "auto":
-        if scorer.name in FLEX_SCORE_MODS and flex_available(device) and own == "reference":
-            return "flex"
-        if device.type != "cpu":
-            # On an H200 the query-block paths launch too many small kernels: topk ran 3-4x and
-            # compile 2-3x slower than the dense reference at L = 1024-2048.
-            return own
-        if scorer.name in FUSED_SCORERS:
-            return "fused"
-        if scorer.name in TOPK_SCORERS:
-            return "topk"
-        if logits and own == "reference":
-            return "compile"
-        return own
-    raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
+# The forms ``auto`` may give a scorer without a native path, in order, per device type, and the
+# shortest run (seconds, the caller's ``budget_s``) worth compiling for; measured with
+# ``scorebench bench train`` and first-step times (README "Speed"). CPU: the fused SSA kernel with
+# compiled elementwise kernels (eagerly it trains slower than the reference); its first
+# compilation took 25-300 s on the shared 2-core machine (the on-disk inductor cache makes later
+# runs cheap), so runs shorter than 10 minutes keep the reference. Not topk (the partial sort
+# trains slower than the reference) nor compile (100-230 s of compilation per scorer for steps
+# no faster than the reference). CUDA: FlexAttention (on an H200 the query-block paths launch too
+# many small kernels: topk ran 3-4x and compile 2-3x slower than the dense reference at
+# L = 1024-2048).
+AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("fused",), "cuda": ("flex",)}
+AUTO_MIN_BUDGET_S: dict[str, float] = {"cpu": 600.0, "cuda": 0.0}
 
 
-class FastAttend:
-    """Mixin placed before a scorer's class by :func:`accelerate`."""
-
-    fast_mode = "auto"
-    fast_block_size = DEFAULT_BLOCK
-    fast_compiled = True
-
-    def fast_path(self, device: torch.device | str = "cpu") -> str:
-        return choose_path(self, torch.device(device), self.fast_mode)
-
-    def fast_attend(self, q, k, v, mask):
-        path = choose_path(self, q.device, self.fast_mode)
-        if path == "flex":
-            return flex_attend(self, q, k, v, mask)
-        if path == "fused":
-            n, b = ssa_parameters(self, torch.float64 if q.dtype == torch.float64
-                                  else torch.float32, q.device)
-            return fused_ssa_attend(q, k, v, mask, n, b, block_size=self.fast_block_size,
-                                    compiled=self.fast_compiled)
-        if path == "topk":
-            return topk_attend(self, q, k, v, mask, block_size=self.fast_block_size)
-        if path == "compile":
-            return compiled_attend(self, q, k, v, mask, block_size=self.fast_block_size,
-                                   compiled=self.fast_compiled)
-        if path == "native":
-            return super().fast_attend(q, k, v, mask)
-        return self.reference_attend(q, k, v, mask)
+def shipped_path(scorer: Scorer) -> str:
+    """What ``attend`` runs without a fast form: the scorer's ``native_form`` or the reference."""
+    return scorer.native_form if scorer.has_fast_path and scorer.use_fast_path else "reference"
 
 
-_FAST_CLASSES: dict[tuple[type, str], type] = {}
-
-
-def _base_class(cls: type) -> type:
-    return getattr(cls, "_fast_base", cls) if issubclass(cls, FastAttend) else cls
-
-
-def fast_class(cls: type, mode: str = "auto") -> type:
-    """The subclass of scorer class ``cls`` whose ``fast_attend`` follows ``mode``."""
+def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
+                budget_s: float | None = None) -> str:
+    """The path ``mode`` gives this scorer on ``device``: one of its ``fast_forms()`` (fused,
+    flex, topk, compile, or its native form such as sdpa) or reference. A mode naming a form the
+    scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected length; under
+    ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S``, or unknown (None) where that minimum
+    is above 0, keeps what needs no compilation: a cell that cannot say it runs long enough to pay
+    for a compilation does not start one."""
     if mode not in MODES:
         raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
-    base = _base_class(cls)
-    key = (base, mode)
-    if key not in _FAST_CLASSES:
-        _FAST_CLASSES[key] = type(f"{base.__name__}Fast_{mode}", (FastAttend, base),
-                                  {"fast_mode": mode, "_fast_base": base,
-                                   "__module__": base.__module__})
-    return _FAST_CLASSES[key]
+    device = torch.device(device)
+    forms = scorer.fast_forms()
+    own = shipped_path(scorer)
+    if mode == "off":
+        return own
+    if mode != "auto":
+        return mode if mode in forms else own
+    if own != "reference":
+        return own
+    min_budget = AUTO_MIN_BUDGET_S.get(device.type, 0.0)
+    if min_budget > 0 and (budget_s is None or budget_s < min_budget):
+        return own
+    for form in AUTO_FORMS.get(device.type, ()):
+        if form in forms and (form != "flex" or flex_available(device)):
+            return form
+    return own
+
+
+def attend_form(scorer: Scorer, form: str, q, k, v, mask):
+    """Run ``form`` of ``scorer`` (what ``Scorer.attend`` calls when ``fast_form`` is set)."""
+    if form == "flex":
+        return flex_attend(scorer, q, k, v, mask)
+    if form == "fused":
+        dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        n, b = ssa_parameters(scorer, dtype, q.device)
+        return fused_ssa_attend(q, k, v, mask, n, b, block_size=scorer.fast_block_size,
+                                compiled=scorer.fast_compiled)
+    if form == "topk":
+        return topk_attend(scorer, q, k, v, mask, block_size=scorer.fast_block_size)
+    if form == "compile":
+        return compiled_attend(scorer, q, k, v, mask, block_size=scorer.fast_block_size,
+                               compiled=scorer.fast_compiled)
+    raise FastPathError(f"scorer {scorer.name!r}: unknown fast form {form!r}; forms: {FORMS}")
+
+
+def _module_device(module: torch.nn.Module) -> torch.device:
+    for t in (*module.parameters(), *module.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int = DEFAULT_BLOCK,
-               compiled: bool = True) -> torch.nn.Module:
-    """Give every scorer in ``module`` (or ``module`` itself) the fast paths of ``mode``.
+               compiled: bool = True, device=None, budget_s: float | None = None
+               ) -> dict[str, str]:
+    """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
+    ``{scorer name: path}`` (fused, flex, topk, compile, sdpa, linear or reference), e.g. for a
+    record's provenance. Call it after moving the model to its device (``device`` defaults to
+    the module's).
 
-    ``compiled=False`` runs the fused and blocked paths without ``torch.compile`` (same numbers;
-    for debugging and quick tests). Parameters, buffers and state-dict keys are unchanged;
-    :func:`restore` undoes it."""
+    ``mode``: ``"auto"`` (the measured choice per device), ``"off"`` (as shipped) or a form.
+    ``budget_s``: how long the run is expected to take (a cell's time limit); under ``auto`` a
+    run too short to pay for compilation keeps the uncompiled paths (:data:`AUTO_MIN_BUDGET_S`).
+    ``compiled=False`` runs the fused and compile forms eagerly (same numbers; for tests).
+    Parameters, buffers, state-dict keys and classes are unchanged; :func:`restore` undoes it."""
+    if mode not in MODES:
+        raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
     if block_size < 1:
         raise FastPathError(f"block_size must be >= 1, got {block_size}")
+    device = _module_device(module) if device is None else torch.device(device)
+    found: dict[str, set[str]] = {}
     for m in module.modules():
         if isinstance(m, Scorer):
-            m.__class__ = fast_class(type(m), mode)
-            m.fast_block_size = int(block_size)
-            m.fast_compiled = bool(compiled)
-    return module
+            restore(m)
+            path = choose_path(m, device, mode, budget_s)
+            if path in FORMS:
+                m.fast_form = path
+                m.fast_block_size = int(block_size)
+                m.fast_compiled = bool(compiled)
+            found.setdefault(m.name, set()).add(path)
+    return {name: "+".join(sorted(paths)) for name, paths in found.items()}
 
 
 def restore(module: torch.nn.Module) -> torch.nn.Module:
-    """Undo :func:`accelerate`: every scorer gets its registered class back."""
+    """Undo :func:`accelerate`: every scorer runs as shipped again."""
     for m in module.modules():
-        if isinstance(m, FastAttend):
-            m.__class__ = _base_class(type(m))
-            m.__dict__.pop("fast_block_size", None)
-            m.__dict__.pop("fast_compiled", None)
+        if isinstance(m, Scorer):
+            for key in ("fast_form", "fast_block_size", "fast_compiled"):
+                m.__dict__.pop(key, None)
     return module
 
 
-def fast_paths(module: torch.nn.Module, device="cpu") -> dict[str, str]:
-    """{scorer module name: the path it takes on ``device``} for the accelerated scorers."""
-    return {name or "<root>": m.fast_path(device) for name, m in module.named_modules()
-            if isinstance(m, FastAttend)}
+def scorer_path(scorer: Scorer) -> str:
+    """The path the scorer's ``attend`` runs now."""
+    form = scorer.fast_form
+    return shipped_path(scorer) if form is None or form == scorer.native_form else form
+
+
+def fast_paths(module: torch.nn.Module) -> dict[str, str]:
+    """{scorer module name: the path its ``attend`` runs} for every scorer in ``module``."""
+    return {name or "<root>": scorer_path(m) for name, m in module.named_modules()
+            if isinstance(m, Scorer)}
+
+
+def scorers_with(form: str) -> list[str]:
+    """Registered scorers that declare ``form`` (fused, flex, topk, compile, or a native form)."""
+    from .registry import get_scorer_class, list_scorers
+
+    return [n for n in list_scorers() if form in get_scorer_class(n).fast_forms()]

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, row_count
+from .forms import FlexSpec
 from .registry import ScorerError, register_scorer
 
 
@@ -24,6 +25,12 @@ class Sigmoid(LogitsScorer):
 
     def weights(self, s, mask):
         return torch.sigmoid(s + self.bias)
+
+    def flex_spec(self, q, k, mask):
+        """softmax of logsigmoid(s + beta) times exp(lse) = sum_j sigmoid(s_ij + beta) v_j."""
+        bias = torch.tensor([self.bias], device=q.device)
+        return FlexSpec(lambda score, b, h, qi, ki: F.logsigmoid(score + bias[0]),
+                        lambda out, lse: out * torch.exp(lse))
 
 
 class _ReLULength(LogitsScorer):

@@ -54,6 +54,7 @@ class LinearScorer(ModuleScorer):
     """Shared quadratic reference and linear form; subclasses define the feature maps."""
 
     chunk = 64
+    native_form = "linear"
 
     def __init__(self, *, eps: float = 1e-6, **context):
         super().__init__(**context)

@@ -178,6 +178,7 @@ def scorer_info(name: str) -> dict[str, Any]:
         "trainable": [n for n, p in instance.named_parameters() if p.requires_grad],
         "parameters": {k: v for k, v in params.items()},
         "fast_path": instance.has_fast_path,
+        "fast_forms": list(cls.fast_forms()),
         "paper": cls.paper,
         "version": cls.version,
         "description": cls.description,

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, full_mask, masked_fill_neg_inf, zero_empty_rows
+from .forms import FlexSpec
 from .params import constant, per_head, positive
 from .registry import register_scorer
 
@@ -15,6 +16,8 @@ from .registry import register_scorer
 class SoftmaxPlusOne(LogitsScorer):
     """w_j = exp(s_j) / (exp(sigma) + sum_{k in V_i} exp(s_k)), sigma = 0 (a softmax over the
     visible logits and one sink logit sigma, with the sink's weight dropped)."""
+
+    native_form = "sdpa"
 
     def sink_logit(self, s: torch.Tensor) -> torch.Tensor:
         return s.new_zeros(())
@@ -36,6 +39,10 @@ class SoftmaxPlusOne(LogitsScorer):
         out = F.scaled_dot_product_attention(q, k0, v0, attn_mask=self.sdpa_mask(q, k, mask))
         return zero_empty_rows(out, mask)
 
+    def flex_spec(self, q, k, mask):
+        """softmax over visible keys scaled by sigmoid(lse - sigma) = sum e^s / (e^sigma + sum e^s)."""
+        return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse))
+
 
 @register_scorer("learned_sink", family="sink", normalization="subnormalized",
                  paper="gpt-oss sinks (huggingface/transformers); lucidrains/x-transformers")
@@ -55,6 +62,10 @@ class LearnedSink(SoftmaxPlusOne):
         bias = bias.masked_fill(~visible, float("-inf"))
         sink = self.sink.to(q.dtype).view(-1, 1, 1).expand(*visible.shape[:-1], 1)
         return torch.cat([sink, bias], dim=-1)
+
+    def flex_spec(self, q, k, mask):
+        sink = self.sink.float().view(1, -1, 1, 1)
+        return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse - sink))
 
 
 @register_scorer("softpick", family="sink", normalization="subnormalized", paper="arXiv:2504.20966")

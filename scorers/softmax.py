@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, full_mask, masked_fill_neg_inf, row_count, zero_empty_rows
+from .forms import FlexSpec
 from .params import constant, per_head, positive
 from .registry import ScorerError, register_scorer
 
@@ -16,6 +17,8 @@ from .registry import ScorerError, register_scorer
 class Softmax(LogitsScorer):
     """w_ij = exp(s_ij - m_i) / sum_{k in V_i} exp(s_ik - m_i), m_i = max_{k in V_i} s_ik."""
 
+    native_form = "sdpa"
+
     def weights(self, s, mask):
         return torch.softmax(masked_fill_neg_inf(s, mask), dim=-1)
 
@@ -23,12 +26,17 @@ class Softmax(LogitsScorer):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return zero_empty_rows(out, mask)
 
+    def flex_spec(self, q, k, mask):
+        return FlexSpec()
+
 
 @register_scorer("temperature_softmax", family="softmax", normalization="normalized",
                  paper="arXiv:1503.02531; arXiv:2010.04245")
 class TemperatureSoftmax(LogitsScorer):
     """w = softmax(s / tau): tau fixed (> 0), or with ``learnable=True`` tau_h = exp(theta_h) per
     head, theta_h initialized to ln(tau) (theta = 0 gives tau = 1, i.e. softmax)."""
+
+    native_form = "sdpa"
 
     def __init__(self, *, tau: float = 1.0, learnable: bool = False, **context):
         super().__init__(**context)
@@ -54,11 +62,20 @@ class TemperatureSoftmax(LogitsScorer):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         return zero_empty_rows(out, mask)
 
+    def flex_spec(self, q, k, mask):
+        if self.learnable:
+            inv_tau = torch.exp(-self.log_tau.float())                     # (H,)
+            return FlexSpec(lambda score, b, h, qi, ki: score * inv_tau[h])
+        inv = torch.tensor([1.0 / self.tau], device=q.device)
+        return FlexSpec(lambda score, b, h, qi, ki: score * inv[0])
+
 
 @register_scorer("ssmax", family="softmax", normalization="normalized", paper="arXiv:2501.19399")
 class SSMax(LogitsScorer):
     """Scalable-Softmax: w = softmax(sigma_h * ln(n_i) * s), n_i = number of keys row i sees;
     sigma_h learnable per head, initialized to 1/ln(max_len) (softmax at the training length)."""
+
+    native_form = "sdpa"
 
     def __init__(self, *, sigma: float | None = None, **context):
         super().__init__(**context)
@@ -77,6 +94,20 @@ class SSMax(LogitsScorer):
         n = full_mask(q, k, mask).sum(-1, keepdim=True).clamp(min=1)
         q = q * (self.sigma.to(q.dtype).view(-1, 1, 1) * n.to(q.dtype).log())
         return zero_empty_rows(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), mask)
+
+    def flex_spec(self, q, k, mask):
+        sigma = self.sigma.float()                                        # (H,)
+        log_n = visible_counts(q, k, mask).log()                          # (B, H, Lq)
+        return FlexSpec(lambda score, b, h, qi, ki: score * (sigma[h] * log_n[b, h, qi]))
+
+
+def visible_counts(q, k, mask) -> torch.Tensor:
+    """n_i: visible keys per query, (B, H, Lq) float (1 where a row sees none)."""
+    b, h, lq = q.shape[:3]
+    lk = k.shape[-2]
+    if mask is None:
+        return torch.full((b, h, lq), float(lk), device=q.device)
+    return mask.expand(b, h, lq, lk).sum(-1).clamp(min=1).float()
 
 
 # Veličković et al. (arXiv 2410.01104), highest power first.

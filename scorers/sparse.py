@@ -23,6 +23,8 @@ def _fp32(s: torch.Tensor) -> torch.Tensor:
 class Sparsemax(LogitsScorer):
     """w = [s - tau]_+ with sum_{V_i} w = 1: the Euclidean projection onto the simplex."""
 
+    topk_normalizer = staticmethod(entmax.sparsemax)
+
     def weights(self, s, mask):
         return entmax.sparsemax(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
 
@@ -30,6 +32,8 @@ class Sparsemax(LogitsScorer):
 @register_scorer("entmax15", family="entmax", normalization="normalized", paper="arXiv:1905.05702")
 class Entmax15(LogitsScorer):
     """1.5-entmax: w = [s/2 - tau]_+^2 with sum_{V_i} w = 1 (exact sort-based solver)."""
+
+    topk_normalizer = staticmethod(entmax.entmax15)
 
     def weights(self, s, mask):
         return entmax.entmax15(masked_fill_neg_inf(_fp32(s), mask), dim=-1)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, masked_fill_neg_inf
+from .forms import FlexSpec
 from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
 
@@ -18,13 +19,48 @@ def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
     return torch.where(s >= 0, torch.log1p(b * s.clamp(min=0)), -torch.log1p(b * (-s).clamp(min=0)))
 
 
+class SSATransform(torch.autograd.Function):
+    """t = n sgn(s) log1p(b|s|) in one node: dt/ds = n b / (1 + b|s|) (n b at s = 0),
+    dt/dn = sgn(s) log1p(b|s|), dt/db = n s / (1 + b|s|). Saves s only (the backward recomputes
+    |s|); a third of the elementwise passes of the same formula through ``signed_log1p``."""
+
+    @staticmethod
+    def forward(ctx, s, n, b):
+        ctx.save_for_backward(s, *(x for x in (n, b) if isinstance(x, torch.Tensor)))
+        ctx.n_b = tuple(x if not isinstance(x, torch.Tensor) else None for x in (n, b))
+        return torch.log1p(s.abs() * b).copysign(s) * n
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        s, *tensors = ctx.saved_tensors
+        n, b = (x if x is not None else tensors.pop(0) for x in ctx.n_b)
+        u = (s.abs() * b).add_(1.0).reciprocal_()
+        ds = grad * u * (n * b) if ctx.needs_input_grad[0] else None
+        dn = db = None
+        if ctx.needs_input_grad[1]:
+            dn = (grad * torch.log1p(s.abs() * b).copysign(s)).sum().reshape(n.shape)
+        if ctx.needs_input_grad[2]:
+            db = (grad * s * u).sum().mul(n).reshape(b.shape)
+        return ds, dn, db
+
+
 def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
     """softmax over V_i of t = n sgn(s) log1p(b|s|)."""
-    return torch.softmax(masked_fill_neg_inf(n * signed_log1p(s, b), mask), dim=-1)
+    return torch.softmax(masked_fill_neg_inf(SSATransform.apply(s, n, b), mask), dim=-1)
+
+
+class SSAForms:
+    """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
+    kernel (scorers/fast.py) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
+
+    def flex_spec(self, q, k, mask):
+        n, b_ = self.fused_ssa_parameters(torch.float32, q.device)
+        return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
 
 
 @register_scorer("ssa", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
-class SSA(LogitsScorer):
+class SSA(SSAForms, LogitsScorer):
     """w = softmax(n sgn(s) log1p(b|s|)). n = softplus(rho), one scalar per layer shared by heads,
     n0 = 1.5 (rho0 = 1.2475), learnable unless ``learn_n=False``; b = 0.8 fixed buffer unless
     ``learn_b=True`` (then b = softplus(beta), b0 = ``b``). Both are 1-element tensors."""
@@ -54,9 +90,13 @@ class SSA(LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
+    def fused_ssa_parameters(self, dtype, device):
+        return (self.n_value(dtype).reshape(1).to(device),
+                self.b_value(dtype).reshape(1).to(device))
+
 
 @register_scorer("ssa_gpt2", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
-class SSAGPT2(LogitsScorer):
+class SSAGPT2(SSAForms, LogitsScorer):
     """SSA of the nanoGPT code: b = e^a, n = e^nu, 1-element parameters per layer,
     a0 = 1, nu0 = 0.4 (b0 = 2.71828, n0 = 1.49182), both learnable."""
 
@@ -74,10 +114,18 @@ class SSAGPT2(LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
+    def fused_ssa_parameters(self, dtype, device):
+        return (self.n_value(dtype).reshape(1).to(device),
+                self.b_value(dtype).reshape(1).to(device))
+
 
 @register_scorer("stablemax", family="ssa", normalization="normalized", paper="arXiv:2501.04697")
-class Stablemax(LogitsScorer):
+class Stablemax(SSAForms, LogitsScorer):
     """w ∝ s + 1 for s >= 0 and 1/(1 - s) for s < 0: SSA with b = n = 1."""
 
     def weights(self, s, mask):
         return ssa_weights(s, mask, 1.0, 1.0)
+
+    def fused_ssa_parameters(self, dtype, device):
+        return (torch.ones(1, dtype=dtype, device=device),
+                torch.ones(1, dtype=dtype, device=device))

@@ -32,8 +32,8 @@ import traceback
 import torch
 
 import scorers
-from scorers.fast import (FLEX_SCORE_MODS, FUSED_SCORERS, compiled_attend, flex_attend,
-                          fused_ssa_attend, ssa_parameters, topk_attend)
+from scorers.fast import (compiled_attend, flex_attend, fused_ssa_attend, scorers_with,
+                          ssa_parameters, topk_attend)
 
 FP32_TOL = 1e-4      # compiled GPU kernels reorder sums; the CPU tests hold 1e-5
 BF16_TOL = 2e-2
@@ -89,7 +89,7 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
         fn = lambda q, k, v, m: flex_attend(scorer, q, k, v, m, compiled=True)  # noqa: E731
     elif path == "fused":
         fn = lambda q, k, v, m: fused_ssa_attend(  # noqa: E731
-            q, k, v, m, *ssa_parameters(scorer), block_size=64)
+            q, k, v, m, *ssa_parameters(scorer, torch.float32, q.device), block_size=64)
     elif path == "compile":
         fn = lambda q, k, v, m: compiled_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
     elif path == "topk":
@@ -129,21 +129,23 @@ def save(report: dict, path: str) -> None:
 
 def plan(device) -> list[tuple[str, str, dict]]:
     """(path, scorer, kwargs) in priority order: the FlexAttention score_mods, the fused SSA
-    family, the topk entmax paths, the scorers ``auto`` compiles, the native SDPA paths."""
-    from scorers.fast import TOPK_SCORERS, accelerate, choose_path
+    family, the topk entmax paths, the scorers ``auto`` leaves on the reference (compiled), the
+    native paths (SDPA, linear), each as the scorers declare them (``fast_forms()``)."""
+    from scorers.fast import choose_path
 
-    items = [("flex", name, kw) for name in FLEX_ORDER if name in FLEX_SCORE_MODS
-             for kw in [{}] + VARIANTS.get(name, [])]
-    items += [("fused", n, {}) for n in sorted(FUSED_SCORERS)]
-    items += [("topk", n, {}) for n in TOPK_SCORERS]
+    flex = scorers_with("flex")
+    items = [("flex", name, kw) for name in FLEX_ORDER + [n for n in flex if n not in FLEX_ORDER]
+             if name in flex for kw in [{}] + VARIANTS.get(name, [])]
+    items += [("fused", n, {}) for n in scorers_with("fused")]
+    items += [("topk", n, {}) for n in scorers_with("topk")]
     compiled, native = [], []
     cuda = torch.device("cuda")
     for name in scorers.list_scorers():
-        scorer = accelerate(scorers.create_scorer(name, num_heads=2, max_len=64), "auto")
+        scorer = scorers.create_scorer(name, num_heads=2, max_len=64)
         path = choose_path(scorer, cuda, "auto")
         if path == "reference" and choose_path(scorer, cuda, "compile") == "compile":
             compiled.append(("compile", name, {}))   # mode "compile"; auto keeps the reference
-        elif path == "native":
+        elif path == choose_path(scorer, cuda, "off") != "reference":
             native.append(("native", name, {}))
     return items + compiled + native
 

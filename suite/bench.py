@@ -339,18 +339,18 @@ def bench_scorers(names: list[str], config: ScorerBenchConfig,
                 plain = scorers.create_scorer(name, num_heads=h, max_len=length).to(device)
                 fast = None
                 if config.fast_mode != "off":
-                    fast = accelerate(scorers.create_scorer(name, num_heads=h, max_len=length)
-                                      .to(device), config.fast_mode,
-                                      block_size=config.block_size)
+                    fast = scorers.create_scorer(name, num_heads=h, max_len=length).to(device)
+                    accelerate(fast, config.fast_mode, block_size=config.block_size,
+                               device=device)
             except Exception as e:  # noqa: BLE001 - reported in the scorer's record
                 result.setup_errors[name] = f"{type(e).__name__}: {e}"
                 continue
-            own = "native" if plain.has_fast_path else "reference"
+            own = choose_path(plain, device, "off")
             found = {"attend": Variant(f"{name}/attend", _attend_step(
                 lambda qq, kk, vv, s=plain: s.attend(qq, kk, vv, mask), q, k, v, g,
                 list(plain.parameters())), path=own)}
             path = "off" if fast is None else choose_path(fast, device, config.fast_mode)
-            if path not in ("off", "native", "reference"):
+            if path not in ("off", own):
                 found["fast"] = Variant(f"{name}/fast", _attend_step(
                     lambda qq, kk, vv, s=fast: s.attend(qq, kk, vv, mask), q, k, v, g,
                     list(fast.parameters())), path=path)

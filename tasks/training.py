@@ -198,27 +198,13 @@ def prepare_model(model: torch.nn.Module, ctx: RunContext) -> dict[str, str]:
     profile) through ``scorers.fast.accelerate`` and note, in ``ctx.fast_paths``, the path each
     scorer runs (``{"ssa": "fused"}``; several paths of one scorer joined by commas); the harness
     writes that into the record's ``provenance["fast_paths"]``. ``fast = "off"``: every scorer keeps
-    its own ``attend`` (SDPA for softmax, the reference formula otherwise). Returns the paths."""
+    its own ``attend`` (SDPA for softmax, the reference formula otherwise); ``"auto"`` as
+    :func:`scorers.fast.choose_path` decides per device, given ``ctx.budget_s``. Returns the paths."""
     if ctx.fast not in FAST_MODES:
         raise TaskError(f"[run] fast = {ctx.fast!r}; choose one of {FAST_MODES}")
-    found = scorer_modules(model)
-    if ctx.fast == "off":
-        by_module = {name: ("native" if s.has_fast_path else "reference") for name, s in found}
-    else:
-        from scorers.fast import accelerate
+    from scorers.fast import accelerate
 
-        returned = accelerate(model, ctx.fast)
-        if isinstance(returned, dict):
-            by_module = {str(k): str(v) for k, v in returned.items()}
-        else:
-            by_module = {name: s.fast_path(ctx.device) for name, s in found}
-    names = {name: s.name for name, s in found}
-    paths: dict[str, list[str]] = {}
-    for module, path in by_module.items():
-        paths.setdefault(names.get(module, module), [])
-        if path not in paths[names.get(module, module)]:
-            paths[names.get(module, module)].append(path)
-    out = {scorer: ",".join(p) for scorer, p in paths.items()}
+    out = accelerate(model, ctx.fast, device=ctx.device, budget_s=ctx.budget_s)
     for scorer, path in out.items():
         previous = ctx.fast_paths.get(scorer)
         ctx.fast_paths[scorer] = path if previous in (None, path) else f"{previous},{path}"

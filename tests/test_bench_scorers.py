@@ -78,7 +78,7 @@ def test_ratios_are_medians_over_the_sdpa_median(tiny_bench):
         assert row["best_ratio"] == row["attend_ratio"] and row["fast_ratio"] is None
         assert row["mem_ratio"] == pytest.approx(attend.peak_bytes / ref.peak_bytes)
     paths = {r["scorer"]: r["attend_path"] for r in scorer_rows(tiny_bench)}
-    assert paths == {"softmax": "native", "ssa": "reference", "cosformer": "native"}
+    assert paths == {"softmax": "sdpa", "ssa": "reference", "cosformer": "linear"}
 
 
 TINY_TASK = {"shapes": TINY, "repeats": 3, "warmup": 1, "fast_mode": "off"}

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import scorers
-from scorers.fast import (FastAttend, FastPathError, accelerate, choose_path, fast_paths,
-                          is_plain_causal, restore)
+from scorers.fast import FastPathError, accelerate, choose_path, fast_paths, is_plain_causal, restore
 from scorer_checks import make_scorer
 
 from fast_support import inputs, masks
@@ -18,18 +17,31 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 @pytest.mark.parametrize("name,mode,device,path", [
     ("ssa", "auto", CPU, "fused"), ("ssa", "auto", CUDA, "flex"),
     ("stablemax", "auto", CPU, "fused"), ("sigmoid", "auto", CUDA, "flex"),
-    ("sigmoid", "auto", CPU, "compile"), ("entmax15", "auto", CPU, "topk"),
-    ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "compile"),
+    ("sigmoid", "auto", CPU, "reference"), ("entmax15", "auto", CPU, "reference"),
+    ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
     ("relu", "auto", CUDA, "reference"),
-    ("softmax", "auto", CPU, "native"), ("softmax", "auto", CUDA, "native"),
-    ("ssmax", "auto", CUDA, "native"), ("cosformer", "auto", CPU, "native"),
-    ("softmax", "compile", CPU, "compile"), ("cosformer", "compile", CPU, "native"),
+    ("softmax", "auto", CPU, "sdpa"), ("softmax", "auto", CUDA, "sdpa"),
+    ("ssmax", "auto", CUDA, "sdpa"), ("cosformer", "auto", CPU, "linear"),
+    ("softmax", "compile", CPU, "compile"), ("cosformer", "compile", CPU, "linear"),
     ("ssa", "flex", CPU, "flex"), ("entmax15", "flex", CPU, "reference"),
+    ("entmax15", "topk", CPU, "topk"), ("sigmoid", "compile", CPU, "compile"),
     ("sigmoid", "fused", CPU, "reference"), ("ssa_gpt2", "fused", CUDA, "fused"),
+    ("ssa", "off", CPU, "reference"), ("softmax", "off", CPU, "sdpa"),
 ])
 def test_paths(name, mode, device, path):
-    scorer = accelerate(make_scorer(name), mode)
+    scorer = make_scorer(name)
     assert choose_path(scorer, device, mode) == path
+    if device == CPU:
+        assert accelerate(scorer, mode) == {name: path}
+        assert fast_paths(scorer) == {"<root>": path}
+
+
+def test_forms_are_declared_by_the_scorers():
+    assert scorers.get_scorer_class("ssa").fast_forms() == ("fused", "flex", "compile")
+    assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
+    assert scorers.get_scorer_class("entmax15").fast_forms() == ("topk", "compile")
+    assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
+    assert scorers.get_scorer_class("relu").fast_forms() == ("compile",)
 
 
 def test_unknown_mode_is_an_error():
@@ -39,7 +51,7 @@ def test_unknown_mode_is_an_error():
         accelerate(make_scorer("ssa"), "auto", block_size=0)
 
 
-def test_model_keeps_parameters_and_output_and_restores():
+def test_model_keeps_parameters_class_and_output_and_restores():
     torch.manual_seed(0)
     layers = torch.nn.ModuleList(scorers.Attention(16, 2, s) for s in ("ssa", "sigmoid",
                                                                       "softmax"))
@@ -47,21 +59,33 @@ def test_model_keeps_parameters_and_output_and_restores():
     mask = masks(9, 9)["causal"]
     before = {k: v.clone() for k, v in layers.state_dict().items()}
     params = [id(p) for p in layers.parameters()]
+    classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
-    accelerate(layers, "auto", block_size=4, compiled=False)
+    assert accelerate(layers, "auto", block_size=4, compiled=False) == {
+        "ssa": "fused", "sigmoid": "reference", "softmax": "sdpa"}
+    assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
+        "sigmoid": "compile"}
     assert fast_paths(layers) == {"0.scorer": "fused", "1.scorer": "compile",
-                                  "2.scorer": "native"}
+                                  "2.scorer": "sdpa"}
     assert [id(p) for p in layers.parameters()] == params
+    assert [type(layer.scorer) for layer in layers] == classes
     assert layers.state_dict().keys() == before.keys()
     calls = layers[0].scorer.calls
     for layer, r in zip(layers, ref):
         assert (layer(x, mask) - r).abs().max().item() <= 1e-5
     assert layers[0].scorer.calls == calls + 1
-    assert layers[0].scorer.name == "ssa" and isinstance(layers[0].scorer, FastAttend)
     restore(layers)
-    assert type(layers[0].scorer) is scorers.get_scorer_class("ssa")
-    assert not hasattr(layers[0].scorer, "fast_compiled") or \
-        layers[0].scorer.__dict__.get("fast_compiled") is None
+    assert fast_paths(layers) == {"0.scorer": "reference", "1.scorer": "reference",
+                                  "2.scorer": "sdpa"}
+    assert "fast_form" not in layers[0].scorer.__dict__
+
+
+def test_a_mixed_model_reports_every_path_of_a_scorer_name():
+    layers = torch.nn.ModuleList(scorers.Attention(16, 2, "ssa") for _ in range(2))
+    accelerate(layers, "auto")
+    layers[1].scorer.use_fast_path = False
+    assert accelerate(layers[1], "topk") == {"ssa": "reference"}
+    assert fast_paths(layers) == {"0.scorer": "fused", "1.scorer": "reference"}
 
 
 def test_accelerated_ssa_trains_like_the_reference():
@@ -72,7 +96,7 @@ def test_accelerated_ssa_trains_like_the_reference():
     for fast in (False, True):
         scorer = make_scorer("ssa")
         if fast:
-            accelerate(scorer, "fused", block_size=4, compiled=False)
+            assert accelerate(scorer, "fused", block_size=4, compiled=False) == {"ssa": "fused"}
         opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
         (scorer.attend(q, k, v, mask) * g).sum().backward()
         opt.step()
@@ -87,3 +111,13 @@ def test_plain_causal_detection():
     assert not is_plain_causal(masks(5, 5)["padded_causal"], 5, 5)
     assert not is_plain_causal(None, 5, 5)
     assert not is_plain_causal(torch.ones(4, 5, dtype=torch.bool).tril(), 4, 5)
+
+
+def test_auto_keeps_a_short_cpu_run_off_compiled_forms():
+    """A 60-second CPU cell must not spend tens of seconds compiling the fused kernels."""
+    scorer = make_scorer("ssa")
+    assert choose_path(scorer, CPU, "auto", budget_s=60) == "reference"
+    assert choose_path(scorer, CPU, "auto", budget_s=3600) == "fused"
+    assert choose_path(scorer, CUDA, "auto", budget_s=60) == "flex"
+    assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "reference"}
+    assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}

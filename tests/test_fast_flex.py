@@ -1,4 +1,4 @@
-"""FlexAttention score_mods (scorers.fast.FLEX_SCORE_MODS) equal each scorer's reference.
+"""FlexAttention score_mods (each scorer's ``flex_spec``) equal each scorer's reference.
 
 On CPU FlexAttention runs forward only (torch 2.13): the uncompiled flex_attention runs the same
 score_mod through its reference implementation, so these tests check the score_mods and the
@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scorers.fast import (FLEX_SCORE_MODS, FastPathError, FlexSpec, accelerate, flex_attend,
-                          flex_score_mod)
+from scorers.fast import FastPathError, FlexSpec, accelerate, flex_attend, scorers_with
 from scorer_checks import make_scorer
 
 from fast_support import TOL, inputs, masks
@@ -21,11 +20,11 @@ REQUIRED = {"softmax", "ssa", "ssa_gpt2", "stablemax", "temperature_softmax", "s
 
 
 def configs():
-    return [(n, kw) for n in sorted(FLEX_SCORE_MODS) for kw in VARIANTS.get(n, [{}])]
+    return [(n, kw) for n in scorers_with("flex") for kw in VARIANTS.get(n, [{}])]
 
 
 def test_every_required_scorer_has_a_score_mod():
-    assert REQUIRED <= set(FLEX_SCORE_MODS)
+    assert REQUIRED <= set(scorers_with("flex"))
 
 
 # Every score_mod under the general mask with fully-masked rows; the mask kinds that take other
@@ -54,18 +53,15 @@ def test_a_wrong_score_mod_is_caught():
     """The comparison above can fail: SSA with n off by 1% is detected."""
     scorer = make_scorer("ssa")
     q, k, v, _ = inputs()
-    original = FLEX_SCORE_MODS["ssa"]
+    original = scorer.flex_spec
 
-    def off(scorer, q, k, mask):
-        spec = original(scorer, q, k, mask)
+    def off(q, k, mask):
+        spec = original(q, k, mask)
         return FlexSpec(lambda score, b, h, qi, ki: 1.01 * spec.score_mod(score, b, h, qi, ki))
 
-    try:
-        flex_score_mod("ssa")(off)
-        with torch.no_grad():
-            got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)
-    finally:
-        flex_score_mod("ssa")(original)
+    scorer.flex_spec = off
+    with torch.no_grad():
+        got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)
     ref = scorer.reference_attend(q, k, v, masks()["causal"]).detach()
     assert (ref - got).abs().max().item() > 10 * TOL
 
@@ -95,9 +91,9 @@ def test_unknown_scorer_has_no_score_mod():
 
 
 def test_accelerated_flex_mode_uses_flex_in_inference():
-    scorer = accelerate(make_scorer("stablemax"), "flex")
+    scorer = make_scorer("stablemax")
+    assert accelerate(scorer, "flex") == {"stablemax": "flex"}
     q, k, v, _ = inputs()
-    assert scorer.fast_path("cpu") == "flex"
     with torch.no_grad():
         got = scorer.attend(q, k, v, masks()["causal"])   # CPU: uncompiled flex, forward only
         ref = scorer.reference_attend(q, k, v, masks()["causal"])

@@ -22,7 +22,7 @@ def run(args) -> int:
 
         table = Table(title="scorers")
         columns = ["name", "aliases", "family", "kind", "normalization", "trainable", "fast_path",
-                   "paper", "version"]
+                   "fast_forms", "paper", "version"]
         for c in columns:
             table.add_column(c)
         for name in scorers.list_scorers(args.pattern):
