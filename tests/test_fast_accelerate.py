@@ -12,6 +12,7 @@ from scorer_checks import make_scorer
 from fast_support import inputs, masks
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+LONG = 3600.0  # a run long enough for auto to pay for a compilation on every device
 
 
 @pytest.mark.parametrize("name,mode,device,path", [
@@ -30,9 +31,9 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 ])
 def test_paths(name, mode, device, path):
     scorer = make_scorer(name)
-    assert choose_path(scorer, device, mode) == path
+    assert choose_path(scorer, device, mode, budget_s=LONG) == path
     if device == CPU:
-        assert accelerate(scorer, mode) == {name: path}
+        assert accelerate(scorer, mode, budget_s=LONG) == {name: path}
         assert fast_paths(scorer) == {"<root>": path}
 
 
@@ -61,7 +62,7 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     params = [id(p) for p in layers.parameters()]
     classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
-    assert accelerate(layers, "auto", block_size=4, compiled=False) == {
+    assert accelerate(layers, "auto", block_size=4, compiled=False, budget_s=LONG) == {
         "ssa": "fused", "sigmoid": "reference", "softmax": "sdpa"}
     assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
         "sigmoid": "compile"}
@@ -82,7 +83,7 @@ def test_model_keeps_parameters_class_and_output_and_restores():
 
 def test_a_mixed_model_reports_every_path_of_a_scorer_name():
     layers = torch.nn.ModuleList(scorers.Attention(16, 2, "ssa") for _ in range(2))
-    accelerate(layers, "auto")
+    accelerate(layers, "auto", budget_s=LONG)
     layers[1].scorer.use_fast_path = False
     assert accelerate(layers[1], "topk") == {"ssa": "reference"}
     assert fast_paths(layers) == {"0.scorer": "fused", "1.scorer": "reference"}
@@ -120,4 +121,6 @@ def test_auto_keeps_a_short_cpu_run_off_compiled_forms():
     assert choose_path(scorer, CPU, "auto", budget_s=3600) == "fused"
     assert choose_path(scorer, CUDA, "auto", budget_s=60) == "flex"
     assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "reference"}
+    assert choose_path(scorer, CPU, "auto") == "reference"      # unknown length: no compilation
+    assert choose_path(scorer, CUDA, "auto") == "flex"
     assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}

@@ -34,7 +34,8 @@ class HalfSSA(LogitsScorer):
 def test_a_plugin_scorer_declares_fast_forms_and_accelerate_runs_them():
     scorer = HalfSSA()
     assert HalfSSA.fast_forms() == ("fused", "flex", "compile")
-    assert accelerate(scorer, "auto", block_size=4, compiled=False) == {"plugin_half_ssa": "fused"}
+    assert accelerate(scorer, "auto", block_size=4, compiled=False,
+                      budget_s=3600) == {"plugin_half_ssa": "fused"}
     assert scorer.fast_form == "fused" and type(scorer) is HalfSSA
     q, k, v, g = inputs()
     for mask_name, mask in masks().items():

@@ -103,10 +103,10 @@ def test_scorer_parameters_in_one_format():
 def test_prepare_model_off_names_each_scorers_own_path():
     ctx = RunContext(fast="off")
     model = Decoder(DecoderConfig(**TINY, scorer="softmax"), seed=0)
-    assert prepare_model(model, ctx) == {"softmax": "native"}
+    assert prepare_model(model, ctx) == {"softmax": "sdpa"}
     assert prepare_model(Decoder(DecoderConfig(**TINY, scorer="ssa"), seed=0), ctx) == \
         {"ssa": "reference"}
-    assert ctx.fast_paths == {"softmax": "native", "ssa": "reference"}
+    assert ctx.fast_paths == {"softmax": "sdpa", "ssa": "reference"}
     with pytest.raises(TaskError, match="fast"):
         prepare_model(model, RunContext(fast="fused"))
 
