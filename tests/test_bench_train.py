@@ -48,5 +48,5 @@ def test_decoder_backbone_and_fast_paths():
     result = bench_train(["ssa"], config)
     rows = {r["scorer"]: r for r in train_rows(result)}
     assert rows["softmax"]["step_ratio"] == 1.0 and rows["ssa"]["step_ratio"] > 0
-    assert result.paths["softmax"] == {"decoder": "native"}
+    assert result.paths["softmax"] == {"decoder": "sdpa"}
     assert result.paths["ssa"]["decoder"] not in ("", "none")

@@ -51,6 +51,8 @@ def register(sub, common):
                    help="list the cells the run would run and their expected time, and stop")
     p.add_argument("--skip-run", action="store_true",
                    help="publish and compare only; run no cell")
+    p.add_argument("--fast", choices=["auto", "off"], default=None,
+                   help="the scorers' fast paths in training (default: the profile's [run] fast)")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
