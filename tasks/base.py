@@ -13,8 +13,6 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from suite.records import TRACKS  # noqa: F401  (the tracks a task may name)
-
 from .registry import TaskError
 
 HEADLINE_KEY = "headline_metrics"  # the optional Config field choosing a profile's headline metrics

@@ -77,6 +77,16 @@ def _result(outcome) -> TaskResult:
     return TaskResult(metrics=outcome.metrics, extra=extra)
 
 
+def _run_bench(task: str, bench, outcome, scorer: str, scorer_kwargs: dict, config) -> TaskResult:
+    """One bench cell: ``bench([scorer], config)`` on the config's device and threads, as a result."""
+    if scorer_kwargs:
+        raise TaskError(f"{task} measures each scorer with its default arguments; "
+                        f"remove [scorer_kwargs] for this task")
+    _device(config)
+    with _threads(config.threads):
+        return _result(outcome(bench([scorer], config), scorer))
+
+
 @register_task("bench_scorers")
 class BenchScorers(Task):
     """Forward + backward of the scorer's attend (as shipped and fast), ratio to softmax SDPA."""
@@ -90,13 +100,7 @@ class BenchScorers(Task):
         return _metrics(scorer_metric_names(config), "forward + backward")
 
     def run(self, scorer: str, scorer_kwargs: dict, seed: int, config, ctx: RunContext):
-        if scorer_kwargs:
-            raise TaskError("bench_scorers measures each scorer with its default arguments; "
-                            "remove [scorer_kwargs] for this task")
-        _device(config)
-        with _threads(config.threads):
-            result = bench_scorers([scorer], config)
-            return _result(scorer_outcome(result, scorer))
+        return _run_bench(self.name, bench_scorers, scorer_outcome, scorer, scorer_kwargs, config)
 
 
 @register_task("bench_train")
@@ -112,13 +116,7 @@ class BenchTrain(Task):
         return _metrics(train_metric_names(config), "training step")
 
     def run(self, scorer: str, scorer_kwargs: dict, seed: int, config, ctx: RunContext):
-        if scorer_kwargs:
-            raise TaskError("bench_train measures each scorer with its default arguments; "
-                            "remove [scorer_kwargs] for this task")
-        _device(config)
-        with _threads(config.threads):
-            result = bench_train([scorer], config)
-            return _result(train_outcome(result, scorer))
+        return _run_bench(self.name, bench_train, train_outcome, scorer, scorer_kwargs, config)
 
 
 BenchScorers.metrics = BenchScorers().metrics_for(BenchScorersConfig())  # of the default config
