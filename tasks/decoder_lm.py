@@ -277,7 +277,7 @@ class DecoderLM(Task):
         data_seconds = time.perf_counter() - t0
         model_cfg = cfg.model_config(tok.vocab_size, scorer, scorer_kwargs)
         fp = fingerprint(cfg, scorer, scorer_kwargs, seed, tok.sha256)
-        extra: dict = {"dtype": training_dtype(device, autocast), "fingerprint": fp,
+        extra: dict = {"dtype": training_dtype(autocast), "fingerprint": fp,
                        "tokenizer_sha256": tok.sha256, "vocab_size": tok.vocab_size,
                        "train_tokens": int(len(data.train)),
                        "tokens_seen": cfg.steps * cfg.batch_size * cfg.max_len,

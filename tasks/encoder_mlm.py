@@ -172,7 +172,7 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
 
         def part_loss(part, inputs=inputs, valid=valid, sel=sel, targets=targets,
                       n_selected=n_selected):
-            with autocast(device):
+            with autocast(device, device.type == "cuda"):
                 hidden = model(inputs[part], valid[part])
                 logits = model.logits(hidden[sel[part]])
             # a sum over this micro-batch's selected tokens / all selected: the batch mean
@@ -254,7 +254,7 @@ class EncoderMLM(Task):
         t_val, c_val = time.perf_counter(), time.process_time()
 
         extra = {
-            "dtype": training_dtype(device),
+            "dtype": training_dtype(device.type == "cuda"),
             "parameters": model.num_parameters(),
             "parameters_backbone": model.num_parameters(include_scorers=False),
             "train": log,

@@ -37,10 +37,9 @@ from .icl_training import (
     predict,
     save_checkpoint,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
-from .training import generator, scorer_parameter_values
+from .training import generator, scorer_parameter_values, training_dtype
 
 PAPER_POINTS = 9  # the paper's evaluation length
 LONG_POINTS = 41  # the paper's last training length
@@ -164,7 +163,7 @@ class ICLLinear(Task):
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
             "mse_start": cfg.mse_start, "eval_sequences": cfg.eval_sequences,
-            "eval_functions": cfg.eval_functions, "dtype": training_dtype(cfg.precision),
+            "eval_functions": cfg.eval_functions, "dtype": training_dtype(cfg.precision == "bf16"),
             "eval_dtype": "float32", "baselines": baselines, "anchors": anchors,
             "train": {"steps": log.steps, "final_points": log.final_points,
                       "first_loss": log.first_loss, "last_loss": log.last_loss,

@@ -43,11 +43,11 @@ from .icl_training import (
     mean_of,
     save_checkpoint,
     train,
-    training_dtype,
 )
 from .models.decoder import Decoder, DecoderConfig
 from .registry import TaskError, register_task
-from .training import derive_seed, generator, prepare_model, scorer_parameter_values
+from .training import (derive_seed, generator, prepare_model, scorer_parameter_values,
+                       training_dtype)
 
 IGNORE = -100
 
@@ -243,7 +243,7 @@ class ICLMQAR(Task):
         items, chance = evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
-            "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(cfg.precision),
+            "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(cfg.precision == "bf16"),
             "eval_dtype": "float32", "ignore_label": IGNORE,
             "anchors": {k: {"floor": chance[k], "ceiling": 1.0}
                         for k in ("accuracy_id", "accuracy_longest")},

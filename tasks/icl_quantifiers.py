@@ -49,10 +49,9 @@ from .icl_training import (
     predict,
     save_checkpoint,
     train,
-    training_dtype,
 )
 from .registry import TaskError, register_task
-from .training import generator, scorer_parameter_values
+from .training import generator, scorer_parameter_values, training_dtype
 
 QUANTIFIERS = ("every", "some")
 IGNORED_PREDICTIONS = 3
@@ -201,7 +200,7 @@ class ICLQuantifiers(Task):
         extra = {"quantifiers": list(cfg.quantifiers), "ignored_predictions": IGNORED_PREDICTIONS,
                  "eval_sequences": cfg.eval_sequences,
                  "deviant_positions": list(cfg.deviant_positions()),
-                 "dtype": training_dtype(cfg.precision), "eval_dtype": "float32",
+                 "dtype": training_dtype(cfg.precision == "bf16"), "eval_dtype": "float32",
                  "paper_fixed_sequence": list(PAPER_FIXED),
                  "paper_variant_values": {str(k): v for k, v in PAPER_VARIANT.items()},
                  "train": {}, "scorer_parameters": {}, "checkpoints": {}}

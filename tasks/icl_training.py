@@ -4,7 +4,6 @@ scorer parameters of the record come from :mod:`tasks.training`.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,8 @@ import torch
 from .base import RunContext, coerce_field_types
 from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
-from .training import Divergence, accumulated_backward, derive_seed, prepare_model, row_share
+from .training import (Divergence, accumulated_backward, autocast, derive_seed, prepare_model,
+                       row_share)
 
 
 @dataclass
@@ -121,19 +121,7 @@ def build_model(cfg: ICLTaskConfig, scorer: str, scorer_kwargs: dict, seed: int,
     return model
 
 
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
-
-
-def autocast(device: torch.device, precision: str = "fp32"):
-    """bf16 autocast for ``precision="bf16"``; full fp32 for ``"fp32"``."""
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def training_dtype(precision: str) -> str:
-    """What the record's provenance calls the training precision."""
-    return PRECISIONS[precision]
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -171,7 +159,7 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
         opt.zero_grad(set_to_none=True)
 
         def part_loss(part, xs=xs, ys=ys):
-            with autocast(device, cfg.precision):
+            with autocast(device, cfg.precision == "bf16"):
                 pred = model(xs[part], ys[part])
             return loss_fn(pred.float(), ys[part]) * row_share(part, len(xs))
 

@@ -38,16 +38,17 @@ def generator(seed: int, *labels) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, *labels))
 
 
-def autocast(device: torch.device, enabled: bool = True):
-    """bf16 autocast on CUDA (when ``enabled``); full precision elsewhere."""
-    if enabled and device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+def autocast(device: torch.device, bf16: bool):
+    """bf16 autocast on ``device`` when ``bf16``; full fp32 otherwise. The task decides (the
+    language models on CUDA only, the ICL tasks by their ``precision`` key)."""
+    if bf16:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def training_dtype(device: torch.device, enabled: bool = True) -> str:
+def training_dtype(bf16: bool) -> str:
     """What the record's provenance calls the precision :func:`autocast` gives."""
-    return "bfloat16" if enabled and device.type == "cuda" else "float32"
+    return "bfloat16" if bf16 else "float32"
 
 
 def row_share(part: slice, rows: int) -> float:

@@ -38,7 +38,7 @@ def holistic_cross_entropy(model, seqs: list[np.ndarray], device: torch.device,
     for idx in length_batches(seqs, batch_size):
         ids, valid = pad_batch([seqs[i] for i in idx])
         ids_t = torch.from_numpy(ids).to(device)
-        with autocast(device):
+        with autocast(device, device.type == "cuda"):
             hidden = model(ids_t, torch.from_numpy(valid).to(device))
             logits = model.logits(hidden)
         ce = F.cross_entropy(logits.float().flatten(0, 1), ids_t.flatten(), reduction="none")
@@ -73,7 +73,7 @@ def validation_loss(model, masked: tuple, batch_size: int, device: torch.device)
         targets, _ = pad_batch([masked[i][2] for i in idx])
         selected = np.zeros_like(valid)
         selected[:, 1:-1] = np.stack([masked[i][1] for i in idx])
-        with autocast(device):
+        with autocast(device, device.type == "cuda"):
             hidden = model(torch.from_numpy(inputs).to(device), torch.from_numpy(valid).to(device))
             logits = model.logits(hidden[torch.from_numpy(selected).to(device)])
         target = torch.from_numpy(targets[selected]).to(device)
