@@ -55,10 +55,12 @@ class Scorer(nn.Module):
     causal_only = False
     description = ""
     # Fast forms (scorers/forms.py): the name of this class's own fast_attend, whether weights
-    # compile, and the partial-sort normalizer; flex_spec and fused_ssa_parameters are methods.
+    # compile, the partial-sort and the sort-free normalizers; flex_spec and fused_ssa_parameters
+    # are methods.
     native_form = "native"
     compilable = False
     topk_normalizer: Callable | None = None
+    pivot_normalizer: Callable | None = None
     # Per instance, set by scorers.fast.accelerate: the form attend runs (None: as shipped) and
     # the options of the blocked forms.
     fast_form: str | None = None
@@ -92,7 +94,7 @@ class Scorer(nn.Module):
 
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
-        """The forms this scorer declares: its ``native_form``, fused, flex, topk, compile."""
+        """The forms this scorer declares: its ``native_form``, fused, flex, topk, pivot, compile."""
         forms = [cls.native_form] if cls.fast_attend is not Scorer.fast_attend else []
         if cls.fused_ssa_parameters is not Scorer.fused_ssa_parameters:
             forms.append("fused")
@@ -100,6 +102,8 @@ class Scorer(nn.Module):
             forms.append("flex")
         if cls.topk_normalizer is not None:
             forms.append("topk")
+        if cls.pivot_normalizer is not None:
+            forms.append("pivot")
         if cls.compilable:
             forms.append("compile")
         return tuple(forms)
@@ -145,19 +149,22 @@ class LogitsScorer(Scorer):
         dtype = compute_dtype(q, k)
         return (q.to(dtype) @ k.to(dtype).transpose(-1, -2)) / math.sqrt(q.shape[-1])
 
-    def weights_from_logits(self, s: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def weights_from_logits(self, s: torch.Tensor, mask: torch.Tensor | None = None,
+                            weights: Callable | None = None) -> torch.Tensor:
         """Weights with the fully-masked-row guard and exact zeros on masked keys. The guard's
         full-size passes run only when some row of ``mask`` sees no key (one boolean reduction
-        over the mask as given, before broadcasting, decides)."""
+        over the mask as given, before broadcasting, decides). ``weights``: another form of
+        :meth:`weights` with its signature (a fast form's)."""
+        weights = weights or self.weights
         if mask is None:
-            return self.weights(s, s.new_ones((1,) * s.dim(), dtype=torch.bool).expand(s.shape))
+            return weights(s, s.new_ones((1,) * s.dim(), dtype=torch.bool).expand(s.shape))
         if not has_empty_rows(mask):
-            return self.weights(s, mask.expand(s.shape)).masked_fill(~mask, 0.0)
+            return weights(s, mask.expand(s.shape)).masked_fill(~mask, 0.0)
         mask = mask.expand(s.shape)
         row_valid = mask.any(-1, keepdim=True)
         safe_mask = mask | ~row_valid
         safe_s = s.masked_fill(~row_valid, 0.0)
-        w = self.weights(safe_s, safe_mask)
+        w = weights(safe_s, safe_mask)
         return w.masked_fill(~mask, 0.0)
 
     def weights_from_qk(self, q: torch.Tensor, k: torch.Tensor,

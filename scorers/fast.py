@@ -1,5 +1,5 @@
 """Fast paths of the registry's scorers: ``torch.compile``, a fused log-domain SSA kernel for
-CPUs, a partial-sort form of sparsemax and 1.5-entmax, and FlexAttention for GPUs. Each equals
+CPUs, partial-sort and sort-free forms of sparsemax and 1.5-entmax, and FlexAttention for GPUs. Each equals
 the scorer's ``reference_attend`` (tests/test_fast_*.py).
 
     from scorers.fast import accelerate
@@ -21,6 +21,9 @@ stay as they are. The forms:
 - ``topk``: scorers declaring ``topk_normalizer`` (sparsemax, entmax15), on the same query blocks,
   through the ``entmax`` package's partial sort (``k=``, exact: rows whose support reaches k are
   solved again with 2k).
+- ``pivot``: scorers declaring ``pivot_normalizer`` (sparsemax, entmax15): the dense reference with
+  the sort-free threshold of scorers/pivot.py in place of the package's sort (exact; no
+  compilation).
 - ``flex``: FlexAttention with the score_mod of the scorer's ``flex_spec``; scorers that are not a
   softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output with
   the log-sum-exp. FlexAttention has no backward on CPU (torch 2.13): there it serves inference.
@@ -39,7 +42,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .base import Scorer, compute_dtype
+from .base import Scorer, compute_dtype, has_empty_rows
 from .forms import FORMS, FlexSpec  # noqa: F401  (FlexSpec: what flex_spec returns)
 
 MODES = ("auto", "off", *FORMS)
@@ -369,6 +372,27 @@ def topk_attend(scorer: Scorer, q, k, v, mask=None, *, block_size: int = DEFAULT
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
+def pivot_attend(scorer: Scorer, q, k, v, mask=None) -> torch.Tensor:
+    """The reference attention with the scorer's ``pivot_normalizer`` as its weights."""
+    fn = scorer.pivot_normalizer
+    if fn is None:
+        raise FastPathError(f"the pivot path covers scorers that declare a pivot_normalizer "
+                            f"(sparsemax, entmax15), not {scorer.name!r}")
+
+    def weights(s, m):
+        return fn(s.float().masked_fill(~m, NEG_INF), dim=-1)
+
+    with torch.autocast(q.device.type, enabled=False):
+        s = scorer.logits(q, k)
+        if mask is None:
+            w = fn(s.float(), dim=-1)
+        elif has_empty_rows(mask):
+            w = scorer.weights_from_logits(s, mask, weights)
+        else:  # -inf keys get exact zeros: no guard, no second pass over the mask
+            w = fn(s.float().masked_fill(~mask, NEG_INF), dim=-1)
+    return (w @ v.to(w.dtype)).to(v.dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # flex: FlexAttention score_mods, keyed by scorer name
 
@@ -471,13 +495,15 @@ def flex_available(device: torch.device) -> bool:
 # ``scorebench bench train`` and first-step times (README "Speed"). CPU: the fused SSA kernel with
 # compiled elementwise kernels (eagerly it trains slower than the reference); its first
 # compilation took 25-300 s on the shared 2-core machine (the on-disk inductor cache makes later
-# runs cheap), so runs shorter than 10 minutes keep the reference. Not topk (the partial sort
-# trains slower than the reference) nor compile (100-230 s of compilation per scorer for steps
-# no faster than the reference). CUDA: FlexAttention (on an H200 the query-block paths launch too
-# many small kernels: topk ran 3-4x and compile 2-3x slower than the dense reference at
-# L = 1024-2048).
-AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("fused",), "cuda": ("flex",)}
+# runs cheap), so runs shorter than 10 minutes skip it; then pivot, which compiles nothing (the
+# package's sort is most of a sparsemax or entmax15 training step on a CPU). Not topk (the
+# partial sort trains slower than the reference) nor compile (100-230 s of compilation per scorer
+# for steps no faster than the reference). CUDA: FlexAttention (on an H200 the query-block paths
+# launch too many small kernels: topk ran 3-4x and compile 2-3x slower than the dense reference
+# at L = 1024-2048).
+AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("fused", "pivot"), "cuda": ("flex",)}
 AUTO_MIN_BUDGET_S: dict[str, float] = {"cpu": 600.0, "cuda": 0.0}
+COMPILED_FORMS = ("fused", "flex", "compile")
 
 
 def shipped_path(scorer: Scorer) -> str:
@@ -488,11 +514,11 @@ def shipped_path(scorer: Scorer) -> str:
 def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
                 budget_s: float | None = None) -> str:
     """The path ``mode`` gives this scorer on ``device``: one of its ``fast_forms()`` (fused,
-    flex, topk, compile, or its native form such as sdpa) or reference. A mode naming a form the
-    scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected length; under
-    ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S``, or unknown (None) where that minimum
-    is above 0, keeps what needs no compilation: a cell that cannot say it runs long enough to pay
-    for a compilation does not start one."""
+    flex, topk, pivot, compile, or its native form such as sdpa) or reference. A mode naming a
+    form the scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected length;
+    under ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S``, or unknown (None) where that
+    minimum is above 0, skips the forms that compile: a cell that cannot say it runs long enough
+    to pay for a compilation does not start one."""
     if mode not in MODES:
         raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
     device = torch.device(device)
@@ -505,10 +531,11 @@ def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
     if own != "reference":
         return own
     min_budget = AUTO_MIN_BUDGET_S.get(device.type, 0.0)
-    if min_budget > 0 and (budget_s is None or budget_s < min_budget):
-        return own
+    short = min_budget > 0 and (budget_s is None or budget_s < min_budget)
     for form in AUTO_FORMS.get(device.type, ()):
-        if form in forms and (form != "flex" or flex_available(device)):
+        if form not in forms or (short and form in COMPILED_FORMS):
+            continue
+        if form != "flex" or flex_available(device):
             return form
     return own
 
@@ -524,6 +551,8 @@ def attend_form(scorer: Scorer, form: str, q, k, v, mask):
                                 compiled=scorer.fast_compiled)
     if form == "topk":
         return topk_attend(scorer, q, k, v, mask, block_size=scorer.fast_block_size)
+    if form == "pivot":
+        return pivot_attend(scorer, q, k, v, mask)
     if form == "compile":
         return compiled_attend(scorer, q, k, v, mask, block_size=scorer.fast_block_size,
                                compiled=scorer.fast_compiled)
@@ -540,7 +569,7 @@ def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int =
                compiled: bool = True, device=None, budget_s: float | None = None
                ) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
-    ``{scorer name: path}`` (fused, flex, topk, compile, sdpa, linear or reference), e.g. for a
+    ``{scorer name: path}`` (fused, flex, topk, pivot, compile, sdpa, linear or reference), e.g. for a
     record's provenance. Call it after moving the model to its device (``device`` defaults to
     the module's).
 
@@ -589,7 +618,8 @@ def fast_paths(module: torch.nn.Module) -> dict[str, str]:
 
 
 def scorers_with(form: str) -> list[str]:
-    """Registered scorers that declare ``form`` (fused, flex, topk, compile, or a native form)."""
+    """Registered scorers that declare ``form`` (fused, flex, topk, pivot, compile, or a native
+    form)."""
     from .registry import get_scorer_class, list_scorers
 
     return [n for n in list_scorers() if form in get_scorer_class(n).fast_forms()]

@@ -9,6 +9,8 @@ A scorer class declares a fast form by defining one of these (``Scorer.fast_form
   with 1-element tensors n and b, so the fused SSA kernel applies;
 - ``topk_normalizer``: an ``entmax``-style function ``fn(s, dim=-1, k=None)`` equal to
   ``weights`` on -inf-masked logits, for the partial-sort path;
+- ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
+  -inf-masked logits (scorers/pivot.py), for the pivot path;
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Callable
 
 import torch
 
-FORMS = ("fused", "flex", "topk", "compile")
+FORMS = ("fused", "flex", "topk", "pivot", "compile")
 
 
 @dataclass

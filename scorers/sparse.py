@@ -9,6 +9,7 @@ from __future__ import annotations
 import entmax
 import torch
 
+from . import pivot
 from .base import LogitsScorer, masked_fill_neg_inf
 from .params import constant
 from .registry import ScorerError, register_scorer
@@ -24,6 +25,7 @@ class Sparsemax(LogitsScorer):
     """w = [s - tau]_+ with sum_{V_i} w = 1: the Euclidean projection onto the simplex."""
 
     topk_normalizer = staticmethod(entmax.sparsemax)
+    pivot_normalizer = staticmethod(pivot.sparsemax)
 
     def weights(self, s, mask):
         return entmax.sparsemax(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
@@ -34,6 +36,7 @@ class Entmax15(LogitsScorer):
     """1.5-entmax: w = [s/2 - tau]_+^2 with sum_{V_i} w = 1 (exact sort-based solver)."""
 
     topk_normalizer = staticmethod(entmax.entmax15)
+    pivot_normalizer = staticmethod(pivot.entmax15)
 
     def weights(self, s, mask):
         return entmax.entmax15(masked_fill_neg_inf(_fp32(s), mask), dim=-1)

@@ -18,7 +18,8 @@ LONG = 3600.0  # a run long enough for auto to pay for a compilation on every de
 @pytest.mark.parametrize("name,mode,device,path", [
     ("ssa", "auto", CPU, "fused"), ("ssa", "auto", CUDA, "flex"),
     ("stablemax", "auto", CPU, "fused"), ("sigmoid", "auto", CUDA, "flex"),
-    ("sigmoid", "auto", CPU, "reference"), ("entmax15", "auto", CPU, "reference"),
+    ("sigmoid", "auto", CPU, "reference"), ("entmax15", "auto", CPU, "pivot"),
+    ("sparsemax", "auto", CPU, "pivot"), ("entmax15", "pivot", CPU, "pivot"),
     ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
     ("relu", "auto", CUDA, "reference"),
     ("softmax", "auto", CPU, "sdpa"), ("softmax", "auto", CUDA, "sdpa"),
@@ -40,7 +41,7 @@ def test_paths(name, mode, device, path):
 def test_forms_are_declared_by_the_scorers():
     assert scorers.get_scorer_class("ssa").fast_forms() == ("fused", "flex", "compile")
     assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
-    assert scorers.get_scorer_class("entmax15").fast_forms() == ("topk", "compile")
+    assert scorers.get_scorer_class("entmax15").fast_forms() == ("topk", "pivot", "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
     assert scorers.get_scorer_class("relu").fast_forms() == ("compile",)
 
@@ -124,3 +125,6 @@ def test_auto_keeps_a_short_cpu_run_off_compiled_forms():
     assert choose_path(scorer, CPU, "auto") == "reference"      # unknown length: no compilation
     assert choose_path(scorer, CUDA, "auto") == "flex"
     assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}
+    # pivot compiles nothing: a short or unknown-length CPU run takes it
+    assert choose_path(make_scorer("sparsemax"), CPU, "auto") == "pivot"
+    assert choose_path(make_scorer("entmax15"), CPU, "auto", budget_s=60) == "pivot"

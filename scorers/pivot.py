@@ -1,0 +1,122 @@
+"""Sparsemax and 1.5-entmax without sorting: the threshold tau by pivoting on the support.
+
+Both are w = [z - tau]_+^{1/(alpha-1)} with sum w = 1 over each row of the last dimension
+(sparsemax: alpha = 2, z = s; 1.5-entmax: alpha = 1.5, z = s/2, w = [z - tau]_+^2). The ``entmax``
+package finds tau by a full sort of every row; on a CPU the sort dominates a training step. Here
+rows are shifted by their maximum (so z <= 0, the maximum at 0, and tau in [-1, 0)) and tau is
+found by iterations of whole-tensor reductions that start below tau* and stop at the exact value:
+
+- sparsemax, Michelot's algorithm (Michelot 1986; Condat 2016, Algorithm 2): with the support
+  S_t = {z > tau_t},  tau_{t+1} = (sum_{S_t} z - 1) / |S_t|,  from tau_0 = -1. tau increases,
+  S shrinks, and it stops when S repeats (at most one step per element; about 4 on attention
+  logits).
+- 1.5-entmax, Newton on f(tau) = sum (z - tau)_+^2 - 1 (convex and decreasing, so from tau_0 = -1,
+  where f >= 0, the iterates increase to tau* without passing it): tau += f / (2 sum (z - tau)_+).
+  When the support stops changing over a step, the exact tau of that support,
+
+      tau_S = mean_S - sqrt((1 - |S| var_S) / |S|),
+
+  (the root of sum_S (z - tau)^2 = 1 below mean_S; the formula of the sort-based solver) is
+  accepted if it keeps S as its own support, |{z > tau_S}| = |S|, for every row.
+
+Supports are counted as sums of sign(d) for d = [z - tau]_+ (one pass; a boolean tensor and its
+sum cost several), and supports are nested, so equal counts are equal sets.
+
+Masked keys are -inf (every row needs one finite entry). The backward passes are those of the
+``entmax`` package: sparsemax dL/ds = g - mean_S(g) on S; 1.5-entmax with r = sqrt(w),
+dL/ds = r g - r sum(r g) / sum(r).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _support(d: torch.Tensor) -> torch.Tensor:
+    """|{d > 0}| per row as floats, for d >= 0 (sign: one pass, no boolean tensor)."""
+    return torch.sign(d).sum(-1, keepdim=True)
+
+
+def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
+    """tau (..., 1) with sum [z - tau]_+ = 1 over the last dimension, for rows with max(z) = 0."""
+    tau = torch.full_like(z[..., :1], -1.0)
+    k = None
+    for _ in range(z.shape[-1] + 1):
+        d = (z - tau).clamp_(min=0)
+        k_new = _support(d)
+        tau = tau + (d.sum(-1, keepdim=True) - 1) / k_new  # (sum_S z - 1) / |S|
+        if k is not None and torch.equal(k_new, k):
+            break  # S_{t+1} = S_t (supports only shrink): tau is the fixed point
+        k = k_new
+    return tau
+
+
+def entmax15_threshold(z: torch.Tensor, max_iter: int = 100) -> torch.Tensor:
+    """tau (..., 1) with sum [z - tau]_+^2 = 1 over the last dimension, for rows with max(z) = 0."""
+    tau = torch.full_like(z[..., :1], -1.0)
+    k = None
+    for _ in range(max_iter):
+        d = (z - tau).clamp_(min=0)
+        k_new = _support(d)
+        s1 = d.sum(-1, keepdim=True)
+        s2 = torch.linalg.vecdot(d, d).unsqueeze(-1)
+        if k is not None and torch.equal(k_new, k):
+            # the exact tau of S = {z > tau}, from d = z - tau on S: mean_S z = tau + s1/k
+            mean = s1 / k
+            var = s2 / k - mean * mean
+            exact = tau + mean - ((1 - k * var) / k).clamp(min=0).sqrt()
+            if torch.equal(_support((z - exact).clamp_(min=0)), k):
+                return exact  # {z > exact} = S: exact solves sum (z - tau)_+^2 = 1
+        k = k_new
+        tau = tau + (s2 - 1) / (2 * s1)
+    if torch.isnan(z).any():
+        return tau  # NaN logits give NaN weights, as in the sort-based solver
+    raise RuntimeError(f"entmax15_threshold did not settle in {max_iter} iterations")
+
+
+class _Sparsemax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, s, dim):
+        z = s.transpose(dim, -1)
+        z = z - z.amax(-1, keepdim=True)
+        w = (z - sparsemax_threshold(z)).clamp_(min=0).transpose(dim, -1)
+        ctx.dim = dim
+        ctx.save_for_backward(w)
+        return w
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        w, = ctx.saved_tensors
+        on = torch.sign(w)  # 1 on the support, 0 off it
+        g = g * on
+        mean = g.sum(ctx.dim, keepdim=True) / on.sum(ctx.dim, keepdim=True)
+        return g.sub_(on * mean), None
+
+
+class _Entmax15(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, s, dim):
+        z = s.transpose(dim, -1) / 2
+        z = z - z.amax(-1, keepdim=True)
+        w = (z - entmax15_threshold(z)).clamp_(min=0).square_().transpose(dim, -1)
+        ctx.dim = dim
+        ctx.save_for_backward(w)
+        return w
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        w, = ctx.saved_tensors
+        r = w.sqrt()
+        rg = r * g
+        return rg - r * (rg.sum(ctx.dim, keepdim=True) / r.sum(ctx.dim, keepdim=True)), None
+
+
+def sparsemax(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """w = [s - tau]_+, sum w = 1 along ``dim`` (equal to ``entmax.sparsemax``)."""
+    return _Sparsemax.apply(s, dim)
+
+
+def entmax15(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """w = [s/2 - tau]_+^2, sum w = 1 along ``dim`` (equal to ``entmax.entmax15``)."""
+    return _Entmax15.apply(s, dim)
