@@ -112,7 +112,7 @@ def test_a_changed_shard_is_rejected(shards, tmp_path):
 
 def test_an_unpinned_shard_is_an_error_naming_how_to_pin_it(monkeypatch, tmp_path):
     monkeypatch.setenv("SCOREBENCH_CACHE", str(tmp_path))
-    unpinned = next(s for s in fineweb.SHARDS if s.sha256 is None)
+    unpinned = fineweb.Shard("004_00000.parquet", None, None)
     with pytest.raises(DataFileError, match="no pinned sha256") as err:
         fineweb.shard_path(unpinned)
     assert "oid sha256:" in str(err.value) and fineweb.REVISION in str(err.value)
@@ -123,8 +123,10 @@ def test_pinned_shards_are_well_formed():
     names = [s.name for s in fineweb.SHARDS]
     assert names == [f"{i:03d}_00000.parquet" for i in range(14)]
     for s in fineweb.SHARDS:
-        assert s.sha256 is None or (len(s.sha256) == 64 and int(s.sha256, 16) >= 0)
+        assert len(s.sha256) == 64 and int(s.sha256, 16) >= 0
+    assert len({s.sha256 for s in fineweb.SHARDS}) == 14
     assert fineweb.SHARDS[0].sha256.startswith("b1ba7b2c")
+    assert sum(s.bytes for s in fineweb.SHARDS) == 28_518_193_415  # the listing of REVISION
 
 
 def test_the_decoder_accepts_the_corpus():

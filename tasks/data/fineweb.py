@@ -3,10 +3,10 @@ first use: never needed by the ``smoke`` and ``cpu`` profiles or by CI.
 
 Source: the 14 public parquet shards ``sample/10BT/000_00000.parquet`` ... ``013_00000.parquet``
 of the Hugging Face dataset ``HuggingFaceFW/fineweb-edu`` at revision ``REVISION`` (the commit
-that uploaded them; about 2.15 GB and 0.7B GPT-2 tokens each), each pinned by size and sha256
+that uploaded them; 28,518,193,415 bytes in all, about 2.15 GB and 0.7B GPT-2 tokens each), each pinned by size and sha256
 (the git-LFS object id of the file). A shard is read from ``$SCOREBENCH_DATA/fineweb-edu/
 sample/10BT/<name>`` when that mirror has it, else downloaded into the cache, and checked; a
-shard whose hash is not pinned in ``SHARDS`` is an error that says how to pin it, before any
+shard without a pinned hash (a ``Shard`` built by hand) is an error that says how to pin it, before any
 download. Shards are fetched in order, only as far as the token budget reaches.
 
 Preparation (one streaming pass, :func:`prepare`): parquet record batches (columns ``text``,
@@ -68,7 +68,26 @@ SHARDS = (
           "547ae182d132c9f06b6ce63149567208ea9f57630bfd9b1a2938e504f0c9ebd7"),
     Shard("003_00000.parquet", 2152437524,
           "22184e6eb25759ddd97783751ffc73e1705dfa2542e630dae1f2a8bac8ee6ddb"),
-    *(Shard(f"{i:03d}_00000.parquet", None, None) for i in range(4, 14)),
+    Shard("004_00000.parquet", 2152338550,
+          "33557ddd87a07a4ae6fcaf7a4789c7b484e5cc0c273ca12a65b74200e6d8748b"),
+    Shard("005_00000.parquet", 2152189947,
+          "e08d79927ecb377786572cd854817c748ceb8880878b1a0eb91abf8c85d505ea"),
+    Shard("006_00000.parquet", 2152689867,
+          "554fa2613c9261d6c9c396caab881de3160175794c6c3e1856bf28a0e9cb9b76"),
+    Shard("007_00000.parquet", 2150686637,
+          "4b7d1f697d4afff7f5f65cb7aa4d83acc6db716da4d46ea23399d0c50608c6e3"),
+    Shard("008_00000.parquet", 2151274846,
+          "a6d9dcc0c72ecd7c7f0173c2d06b3a4249a2ccaa94961469d1a522ca689bbf1a"),
+    Shard("009_00000.parquet", 2151913277,
+          "f836cd3c70b95776699eb6c356b2dbf702816e25dcf39992f5c80a29029d23c3"),
+    Shard("010_00000.parquet", 2152798864,
+          "e5a2eae25f057f0856a10bfae314c6ca8ea8bb08456d2131e9e89b2b8305e2f6"),
+    Shard("011_00000.parquet", 2152323681,
+          "db71cf0425bb3d1813a09f12ff1acd6dabdfb91a2e4f141960254ee5a7f036e7"),
+    Shard("012_00000.parquet", 2152069689,
+          "08b47a3e1c25161f796d2f8dbf99ccf60affdebdcea4910833d0d5783315551f"),
+    Shard("013_00000.parquet", 540632672,
+          "b393f51fefab26cd6f4c8f65707c1924f6666c4961a0ebebe04bb57f7ec832de"),
 )
 
 
