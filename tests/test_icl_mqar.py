@@ -127,3 +127,18 @@ def test_a_tiny_softmax_model_learns_to_answer_with_the_contexts_values():
     assert train["first_loss"] > math.log(16)
     assert train["last_loss"] < math.log(16) - 0.8
     assert result.metrics["accuracy_id"] > 3 / 16  # uniform over the 16 values scores 1/16
+
+
+@pytest.mark.slow
+def test_the_cpu_profile_learns_the_key_value_binding():
+    """The cpu profile's training setting takes softmax past the plateau of answering with one of
+    the context's values (accuracy about 1/pairs): at 4 and 8 pairs it finds each key's value."""
+    from suite.profiles import load_profile
+
+    cpu = load_profile("cpu").task_overrides["icl_mqar"]
+    task = create_task("icl_mqar")
+    cfg = task.config({**cpu, "eval_lengths": [cpu["train_len"]], "eval_pairs": [4, 8],
+                       "eval_sequences": 128})
+    result = task.run("softmax", {}, 0, cfg, RunContext())
+    row = dict(zip(result.grids["accuracy"]["rows"], result.grids["accuracy"]["values"]))
+    assert row[4][0] > 0.75 and row[8][0] > 0.6, row  # the plateau: 0.25 and 0.125
