@@ -17,17 +17,20 @@ found by iterations of whole-tensor reductions that start below tau* and stop at
       tau_S = mean_S - sqrt((1 - |S| var_S) / |S|),
 
   (the root of sum_S (z - tau)^2 = 1 below mean_S; the formula of the sort-based solver) is
-  accepted if it keeps S as its own support, |{z > tau_S}| = |S|, for every row.
+  accepted if it keeps S as its own support, |{z > tau_S}| = |S|, for every row (or, where a key
+  lies within rounding of tau*, if sum [z - tau_S]_+^2 = 1 to the rounding of the row's sum).
 
 Supports are counted as sums of sign(d) for d = [z - tau]_+ (one pass; a boolean tensor and its
 sum cost several), and supports are nested, so equal counts are equal sets.
 
-Masked keys are -inf (every row needs one finite entry). The backward passes are those of the
-``entmax`` package: sparsemax dL/ds = g - mean_S(g) on S; 1.5-entmax with r = sqrt(w),
+A tensor with a row that has not settled after ``max_iter`` steps (NaN logits) is solved by the
+package's sort instead. Masked keys are -inf (every row needs one finite entry). The backward
+passes are those of the ``entmax`` package: sparsemax dL/ds = g - mean_S(g) on S; 1.5-entmax with r = sqrt(w),
 dL/ds = r g - r sum(r g) / sum(r).
 """
 from __future__ import annotations
 
+import entmax
 import torch
 
 
@@ -50,8 +53,9 @@ def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
     return tau
 
 
-def entmax15_threshold(z: torch.Tensor, max_iter: int = 100) -> torch.Tensor:
-    """tau (..., 1) with sum [z - tau]_+^2 = 1 over the last dimension, for rows with max(z) = 0."""
+def entmax15_threshold(z: torch.Tensor, max_iter: int = 50) -> torch.Tensor | None:
+    """tau (..., 1) with sum [z - tau]_+^2 = 1 over the last dimension, for rows with max(z) = 0;
+    None if some row did not settle in ``max_iter`` steps (the caller then sorts)."""
     tau = torch.full_like(z[..., :1], -1.0)
     k = None
     for _ in range(max_iter):
@@ -64,13 +68,17 @@ def entmax15_threshold(z: torch.Tensor, max_iter: int = 100) -> torch.Tensor:
             mean = s1 / k
             var = s2 / k - mean * mean
             exact = tau + mean - ((1 - k * var) / k).clamp(min=0).sqrt()
-            if torch.equal(_support((z - exact).clamp_(min=0)), k):
+            d = (z - exact).clamp_(min=0)
+            if torch.equal(_support(d), k):
                 return exact  # {z > exact} = S: exact solves sum (z - tau)_+^2 = 1
+            # a key within rounding of tau* may fall on either side: accept a residual at the
+            # rounding level of the row's sum (its weight is ~0 either way)
+            residual = (torch.linalg.vecdot(d, d).unsqueeze(-1) - 1).abs()
+            if bool((residual <= 4 * k * torch.finfo(z.dtype).eps).all()):
+                return exact
         k = k_new
         tau = tau + (s2 - 1) / (2 * s1)
-    if torch.isnan(z).any():
-        return tau  # NaN logits give NaN weights, as in the sort-based solver
-    raise RuntimeError(f"entmax15_threshold did not settle in {max_iter} iterations")
+    return None
 
 
 class _Sparsemax(torch.autograd.Function):
@@ -98,7 +106,11 @@ class _Entmax15(torch.autograd.Function):
     def forward(ctx, s, dim):
         z = s.transpose(dim, -1) / 2
         z = z - z.amax(-1, keepdim=True)
-        w = (z - entmax15_threshold(z)).clamp_(min=0).square_().transpose(dim, -1)
+        tau = entmax15_threshold(z)
+        if tau is None:  # NaN logits, or a row that did not settle: the sort-based solver
+            w = entmax.entmax15(s, dim=dim)
+        else:
+            w = (z - tau).clamp_(min=0).square_().transpose(dim, -1)
         ctx.dim = dim
         ctx.save_for_backward(w)
         return w

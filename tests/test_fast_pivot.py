@@ -71,6 +71,23 @@ def test_hand_worked_values(name):
     assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), atol=1e-14)
 
 
+def test_a_key_at_the_threshold():
+    """A key equal (in float32) to tau* sits on the support's edge: either side of it is right."""
+    tau = float(-(1 + 7 ** 0.5) / 4)  # (0 - t)^2 + (-0.5 - t)^2 = 1
+    z = torch.tensor([[0.0, -0.5, tau, tau - 1e-3, -3.0]])
+    for s in (2 * z, 2 * z.expand(64, -1)):
+        w = pivot.entmax15(s)
+        assert (w.double() - entmax.entmax15(s.double())).abs().max().item() <= 2e-6
+        assert pivot.entmax15_threshold(s / 2) is not None
+
+
+def test_an_unsettled_threshold_falls_back_to_the_sort():
+    z = logits(1.0)[0].float()
+    z = z - z.amax(-1, keepdim=True)
+    assert pivot.entmax15_threshold(z, max_iter=1) is None
+    assert pivot.entmax15_threshold(z) is not None
+
+
 def test_nan_logits_give_nan_rows():
     s = torch.tensor([[0.0, float("nan"), 1.0], [0.0, 1.0, 2.0]])
     for ours, _ in SOLVERS.values():
