@@ -1,6 +1,6 @@
 """Fast paths of the registry's scorers: ``torch.compile``, a fused log-domain SSA kernel for
-CPUs, partial-sort and sort-free forms of sparsemax and 1.5-entmax, and FlexAttention for GPUs. Each equals
-the scorer's ``reference_attend`` (tests/test_fast_*.py).
+CPUs, partial-sort and sort-free forms of sparsemax and 1.5-entmax, and FlexAttention for GPUs.
+Each equals the scorer's ``reference_attend`` (tests/test_fast_*.py).
 
     from scorers.fast import accelerate
     accelerate(model, mode="auto")       # -> {"ssa": "fused", "softmax": "sdpa"}
@@ -569,8 +569,8 @@ def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int =
                compiled: bool = True, device=None, budget_s: float | None = None
                ) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
-    ``{scorer name: path}`` (fused, flex, topk, pivot, compile, sdpa, linear or reference), e.g. for a
-    record's provenance. Call it after moving the model to its device (``device`` defaults to
+    ``{scorer name: path}`` (fused, flex, topk, pivot, compile, sdpa, linear or reference), e.g.
+    for a record's provenance. Call it after moving the model to its device (``device`` defaults to
     the module's).
 
     ``mode``: ``"auto"`` (the measured choice per device), ``"off"`` (as shipped) or a form.

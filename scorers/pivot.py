@@ -23,10 +23,10 @@ found by iterations of whole-tensor reductions that start below tau* and stop at
 Supports are counted as sums of sign(d) for d = [z - tau]_+ (one pass; a boolean tensor and its
 sum cost several), and supports are nested, so equal counts are equal sets.
 
-A tensor with a row that has not settled after ``max_iter`` steps (NaN logits) is solved by the
-package's sort instead. Masked keys are -inf (every row needs one finite entry). The backward
-passes are those of the ``entmax`` package: sparsemax dL/ds = g - mean_S(g) on S; 1.5-entmax with r = sqrt(w),
-dL/ds = r g - r sum(r g) / sum(r).
+For 1.5-entmax, a tensor with a row that has not settled after ``max_iter`` steps (NaN logits) is
+solved by the package's sort instead. Masked keys are -inf (every row needs one finite entry). The
+backward passes are those of the ``entmax`` package: sparsemax dL/ds = g - mean_S(g) on S;
+1.5-entmax with r = sqrt(w), dL/ds = r g - r sum(r g) / sum(r).
 """
 from __future__ import annotations
 
