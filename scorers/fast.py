@@ -389,7 +389,7 @@ def pivot_attend(scorer: Scorer, q, k, v, mask=None) -> torch.Tensor:
         elif has_empty_rows(mask):
             w = scorer.weights_from_logits(s, mask, weights)
         else:  # -inf keys get exact zeros: no guard, no second pass over the mask
-            w = fn(s.float().masked_fill(~mask, NEG_INF), dim=-1)
+            w = weights(s, mask)
     return (w @ v.to(w.dtype)).to(v.dtype)
 
 
