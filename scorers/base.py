@@ -94,11 +94,11 @@ class Scorer(nn.Module):
 
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
-        """The forms this scorer declares: its ``native_form``, fused, flex, topk, pivot and
-        compile."""
+        """The forms this scorer declares: its ``native_form``, fused, dense, flex, topk, pivot
+        and compile."""
         forms = [cls.native_form] if cls.fast_attend is not Scorer.fast_attend else []
         if cls.fused_ssa_parameters is not Scorer.fused_ssa_parameters:
-            forms.append("fused")
+            forms += ["fused", "dense"]
         if cls.flex_spec is not Scorer.flex_spec:
             forms.append("flex")
         if cls.topk_normalizer is not None:

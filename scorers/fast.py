@@ -3,7 +3,7 @@ CPUs, partial-sort and sort-free forms of sparsemax and 1.5-entmax, and FlexAtte
 Each equals the scorer's ``reference_attend`` (tests/test_fast_*.py).
 
     from scorers.fast import accelerate
-    accelerate(model, mode="auto")       # -> {"ssa": "fused", "softmax": "sdpa"}
+    accelerate(model, mode="auto")       # -> {"ssa": "dense", "softmax": "sdpa"}
 
 Each scorer declares the forms it has beside its formula (scorers/forms.py, ``fast_forms()``) and
 this module runs them; nothing here is keyed by scorer name. :func:`accelerate` sets, per scorer
@@ -18,6 +18,9 @@ stay as they are. The forms:
   ``softmax(t)``, ``P @ v``, and a hand-written backward (gradients for q, k, v, n and b), saving
   ``P``, ``u = 1/(1 + b|s|)`` and (when n or b learn) ``t`` of the visible blocks only. Its
   elementwise kernels run compiled, or eagerly (``compiled=False``: same numbers, no compilation).
+- ``dense``: the same scorers as one eager ``autograd.Function`` on whole logit rows (query
+  blocks only under a plain causal mask), in-place elementwise passes and a hand-written backward;
+  compiles nothing.
 - ``topk``: scorers declaring ``topk_normalizer`` (sparsemax, entmax15), on the same query blocks,
   through the ``entmax`` package's partial sort (``k=``, exact: rows whose support reaches k are
   solved again with 2k).
@@ -332,6 +335,94 @@ def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
     return FusedSSA.apply(q, k, v, n, b, mask, block_size, compiled)
 
 
+class DenseSSA(torch.autograd.Function):
+    """SSA attention on whole logit rows (see :func:`dense_ssa_attend`), eagerly, with in-place
+    elementwise passes. b is folded into the queries' scale (s' = b s), and n b / sqrt(d) into
+    the (L, d)-sized gradients of q and k, so a training step makes five full-size elementwise
+    passes forward (|s'| + 1, log, copysign, n, mask) and three backward (dP - delta, P,
+    1 / (1 + |s'|)). Saves, per query block, P, w = 1 + b|s| and t (masked keys at the dtype's
+    lowest finite value: exp gives exact zeros and 0 t stays 0 in dn). ``blocks``: ``(i, j, e)``
+    query rows ``[i, j)`` seeing keys ``[0, e)``, each with its ``hidden`` mask (or None);
+    ``empty_rows``: some query sees no key (its P row is zeroed, so its output and gradients
+    are zero)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, n, b, blocks, hidden, empty_rows):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        qs = q * (b * scale)
+        out = q.new_empty(*q.shape[:-1], v.shape[-1])
+        kept = []
+        for (i, j, e), h in zip(blocks, hidden):
+            s = torch.matmul(qs[..., i:j, :], k[..., :e, :].transpose(-1, -2))
+            w = s.abs()
+            t = torch.log1p(w).copysign_(s).mul_(n)
+            w.add_(1.0)
+            del s
+            if h is not None:
+                t.masked_fill_(h, torch.finfo(t.dtype).min)
+            p = torch.softmax(t, dim=-1)
+            if h is not None and empty_rows:
+                p.masked_fill_(h.all(-1, keepdim=True), 0.0)
+            out[..., i:j, :] = torch.matmul(p, v[..., :e, :])
+            kept += [p, w, t]
+        ctx.scale, ctx.blocks = scale, blocks
+        ctx.save_for_backward(q, k, v, n, b, out, *kept)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out):
+        q, k, v, n, b, out, *kept = ctx.saved_tensors
+        need_q, need_k, need_v, need_n, need_b = ctx.needs_input_grad[:5]
+        delta = (d_out * out).sum(-1, keepdim=True)
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dn, db = n.new_zeros(()), b.new_zeros(())
+        for index, (i, j, e) in enumerate(ctx.blocks):
+            p, w, t = kept[3 * index: 3 * index + 3]
+            dob = d_out[..., i:j, :]
+            if need_v:
+                dv[..., :e, :] += torch.matmul(p.transpose(-1, -2), dob)
+            g = torch.matmul(dob, v[..., :e, :].transpose(-1, -2))
+            g.sub_(delta[..., i:j, :]).mul_(p)                             # dL/dt
+            if need_n:                                                     # dt/dn = t / n
+                dn += torch.dot(g.reshape(-1), t.reshape(-1))
+            g.div_(w)                                                      # dL/ds' / n
+            if need_b:                                                     # s' = sgn(t)(w - 1)
+                db += torch.dot(g.reshape(-1), (w - 1.0).copysign_(t).reshape(-1))
+            if need_q:
+                dq[..., i:j, :] = torch.matmul(g, k[..., :e, :])
+            if need_k:
+                dk[..., :e, :] += torch.matmul(g.transpose(-1, -2), q[..., i:j, :])
+        c = n * b * ctx.scale
+        return (dq.mul_(c) if need_q else None, dk.mul_(c) if need_k else None,
+                dv if need_v else None, (dn / n).reshape(n.shape) if need_n else None,
+                (db * n / b).reshape(b.shape) if need_b else None, None, None, None)
+
+
+def dense_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK) -> torch.Tensor:
+    """softmax over visible keys of t = n sgn(s) log1p(b|s|), s = q k^T / sqrt(d), times v, as
+    one autograd node, eagerly (no compilation); ``n`` and ``b`` are 1-element tensors. A plain
+    causal mask is cut into query blocks of ``block_size`` rows that see only their key prefix;
+    other masks run as one block. Queries that see no key give zero output."""
+    if n.numel() != 1 or b.numel() != 1:
+        raise FastPathError(f"n and b must be 1-element tensors, got shapes {tuple(n.shape)} and "
+                            f"{tuple(b.shape)}")
+    lq, lk = q.shape[-2], k.shape[-2]
+    if is_plain_causal(mask, lq, lk):
+        blocks = tuple((i, j, j) for i, j in block_bounds(lq, block_size))
+        hidden = tuple(~causal_block_mask(j - i, e, i, q.device) for i, j, e in blocks)
+        empty = False
+    else:
+        if mask is not None and mask.dtype != torch.bool:
+            raise TypeError(f"attention mask must be boolean (True = visible), got {mask.dtype}")
+        blocks, hidden = ((0, lq, lk),), (None if mask is None else ~mask,)
+        empty = mask is not None and has_empty_rows(mask)
+    dtype = compute_dtype(q, k, v)
+    out = DenseSSA.apply(q.to(dtype), k.to(dtype), v.to(dtype), n.to(dtype), b.to(dtype),
+                         blocks, hidden, empty)
+    return out.to(v.dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # topk: sparsemax and 1.5-entmax through the entmax package's partial sort
 
@@ -492,16 +583,15 @@ def flex_available(device: torch.device) -> bool:
 
 # The forms ``auto`` may give a scorer without a native path, in order, per device type, and the
 # shortest run (seconds, the caller's ``budget_s``) worth compiling for; measured with
-# ``scorebench bench train`` and first-step times (README "Speed"). CPU: the fused SSA kernel with
-# compiled elementwise kernels (eagerly it trains slower than the reference); its first
-# compilation took 25-300 s on the shared 2-core machine (the on-disk inductor cache makes later
-# runs cheap), so runs shorter than 10 minutes skip it; then pivot, which compiles nothing (the
-# package's sort is most of a sparsemax or entmax15 training step on a CPU). Not topk (the
-# partial sort trains slower than the reference) nor compile (100-230 s of compilation per scorer
-# for steps no faster than the reference). CUDA: FlexAttention (on an H200 the query-block paths
-# launch too many small kernels: topk ran 3-4x and compile 2-3x slower than the dense reference
-# at L = 1024-2048).
-AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("fused", "pivot"), "cuda": ("flex",)}
+# ``scorebench bench train`` (README "Speed"). CPU: dense for the SSA family (its training step ran
+# 1.1-1.2x softmax's at the bench's small size, where the compiled fused kernel, its inductor cache
+# already warm, ran 1.2-1.4x, and its first compilation takes 25-300 s on a 2-core machine), then
+# pivot for sparsemax and entmax15 (the package's sort is most of their training step on a CPU);
+# neither compiles. Not topk (the partial sort trains slower than the reference) nor compile
+# (100-230 s of compilation per scorer for steps no faster than the reference). CUDA:
+# FlexAttention (on an H200 the query-block paths launch too many small kernels: topk ran 3-4x
+# and compile 2-3x slower than the dense reference at L = 1024-2048).
+AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("dense", "pivot"), "cuda": ("flex",)}
 AUTO_MIN_BUDGET_S: dict[str, float] = {"cpu": 600.0, "cuda": 0.0}
 COMPILED_FORMS = ("fused", "flex", "compile")
 
@@ -514,11 +604,11 @@ def shipped_path(scorer: Scorer) -> str:
 def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
                 budget_s: float | None = None) -> str:
     """The path ``mode`` gives this scorer on ``device``: one of its ``fast_forms()`` (fused,
-    flex, topk, pivot, compile, or its native form such as sdpa) or reference. A mode naming a
-    form the scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected length;
-    under ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S``, or unknown (None) where that
-    minimum is above 0, skips the forms that compile: a cell that cannot say it runs long enough
-    to pay for a compilation does not start one."""
+    dense, flex, topk, pivot, compile, or its native form such as sdpa) or reference. A mode
+    naming a form the scorer lacks keeps the scorer as shipped. ``budget_s``: the run's expected
+    length; under ``auto``, shorter than the device's ``AUTO_MIN_BUDGET_S``, or unknown (None)
+    where that minimum is above 0, skips the forms that compile: a cell that cannot say it runs
+    long enough to pay for a compilation does not start one."""
     if mode not in MODES:
         raise FastPathError(f"unknown fast-path mode {mode!r}; choose one of {MODES}")
     device = torch.device(device)
@@ -549,6 +639,9 @@ def attend_form(scorer: Scorer, form: str, q, k, v, mask):
         n, b = ssa_parameters(scorer, dtype, q.device)
         return fused_ssa_attend(q, k, v, mask, n, b, block_size=scorer.fast_block_size,
                                 compiled=scorer.fast_compiled)
+    if form == "dense":
+        n, b = ssa_parameters(scorer, compute_dtype(q, k, v), q.device)
+        return dense_ssa_attend(q, k, v, mask, n, b, block_size=scorer.fast_block_size)
     if form == "topk":
         return topk_attend(scorer, q, k, v, mask, block_size=scorer.fast_block_size)
     if form == "pivot":
@@ -569,7 +662,8 @@ def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int =
                compiled: bool = True, device=None, budget_s: float | None = None
                ) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
-    ``{scorer name: path}`` (fused, flex, topk, pivot, compile, sdpa, linear or reference), e.g.
+    ``{scorer name: path}`` (fused, dense, flex, topk, pivot, compile, sdpa, linear or reference),
+    e.g.
     for a record's provenance. Call it after moving the model to its device (``device`` defaults to
     the module's).
 
@@ -618,8 +712,8 @@ def fast_paths(module: torch.nn.Module) -> dict[str, str]:
 
 
 def scorers_with(form: str) -> list[str]:
-    """Registered scorers that declare ``form`` (fused, flex, topk, pivot, compile, or a native
-    form)."""
+    """Registered scorers that declare ``form`` (fused, dense, flex, topk, pivot, compile, or a
+    native form)."""
     from .registry import get_scorer_class, list_scorers
 
     return [n for n in list_scorers() if form in get_scorer_class(n).fast_forms()]

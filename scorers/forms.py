@@ -6,7 +6,8 @@ A scorer class declares a fast form by defining one of these (``Scorer.fast_form
 - ``flex_spec(q, k, mask) -> FlexSpec``: a FlexAttention ``score_mod`` (and a rescaling of the
   softmax output by the log-sum-exp, for scorers that are not a softmax of transformed logits);
 - ``fused_ssa_parameters(dtype, device) -> (n, b)``: the weights are softmax(n sgn(s) log1p(b|s|))
-  with 1-element tensors n and b, so the fused SSA kernel applies;
+  with 1-element tensors n and b, so the fused SSA kernel (``fused``, blocked and compiled) and
+  its whole-matrix eager form (``dense``) apply;
 - ``topk_normalizer``: an ``entmax``-style function ``fn(s, dim=-1, k=None)`` equal to
   ``weights`` on -inf-masked logits, for the partial-sort path;
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
@@ -20,7 +21,7 @@ from typing import Callable
 
 import torch
 
-FORMS = ("fused", "flex", "topk", "pivot", "compile")
+FORMS = ("fused", "dense", "flex", "topk", "pivot", "compile")
 
 
 @dataclass

@@ -604,9 +604,7 @@ def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mod
     if fast_mode in FAST_MODES:
         paths = prepare_model(model, RunContext(device=torch.device(device), fast=fast_mode))
     else:
-        accelerate(model, fast_mode, block_size=block_size)
-        paths = {s.name: s.fast_path(device) for s in model.modules()
-                 if hasattr(s, "fast_path") and hasattr(s, "name")}
+        paths = accelerate(model, fast_mode, block_size=block_size)
     path = ",".join(sorted(set(paths.values()))) or "none"
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
 

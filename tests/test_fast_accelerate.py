@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import scorers
+import scorers.fast
 from scorers.fast import FastPathError, accelerate, choose_path, fast_paths, is_plain_causal, restore
 from scorer_checks import make_scorer
 
@@ -16,8 +17,8 @@ LONG = 3600.0  # a run long enough for auto to pay for a compilation on every de
 
 
 @pytest.mark.parametrize("name,mode,device,path", [
-    ("ssa", "auto", CPU, "fused"), ("ssa", "auto", CUDA, "flex"),
-    ("stablemax", "auto", CPU, "fused"), ("sigmoid", "auto", CUDA, "flex"),
+    ("ssa", "auto", CPU, "dense"), ("ssa", "auto", CUDA, "flex"),
+    ("stablemax", "auto", CPU, "dense"), ("sigmoid", "auto", CUDA, "flex"),
     ("sigmoid", "auto", CPU, "reference"), ("entmax15", "auto", CPU, "pivot"),
     ("sparsemax", "auto", CPU, "pivot"), ("entmax15", "pivot", CPU, "pivot"),
     ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
@@ -28,6 +29,7 @@ LONG = 3600.0  # a run long enough for auto to pay for a compilation on every de
     ("ssa", "flex", CPU, "flex"), ("entmax15", "flex", CPU, "reference"),
     ("entmax15", "topk", CPU, "topk"), ("sigmoid", "compile", CPU, "compile"),
     ("sigmoid", "fused", CPU, "reference"), ("ssa_gpt2", "fused", CUDA, "fused"),
+    ("ssa", "fused", CPU, "fused"), ("sigmoid", "dense", CPU, "reference"),
     ("ssa", "off", CPU, "reference"), ("softmax", "off", CPU, "sdpa"),
 ])
 def test_paths(name, mode, device, path):
@@ -39,7 +41,7 @@ def test_paths(name, mode, device, path):
 
 
 def test_forms_are_declared_by_the_scorers():
-    assert scorers.get_scorer_class("ssa").fast_forms() == ("fused", "flex", "compile")
+    assert scorers.get_scorer_class("ssa").fast_forms() == ("fused", "dense", "flex", "compile")
     assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
     assert scorers.get_scorer_class("entmax15").fast_forms() == ("topk", "pivot", "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
@@ -64,10 +66,10 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
     assert accelerate(layers, "auto", block_size=4, compiled=False, budget_s=LONG) == {
-        "ssa": "fused", "sigmoid": "reference", "softmax": "sdpa"}
+        "ssa": "dense", "sigmoid": "reference", "softmax": "sdpa"}
     assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
         "sigmoid": "compile"}
-    assert fast_paths(layers) == {"0.scorer": "fused", "1.scorer": "compile",
+    assert fast_paths(layers) == {"0.scorer": "dense", "1.scorer": "compile",
                                   "2.scorer": "sdpa"}
     assert [id(p) for p in layers.parameters()] == params
     assert [type(layer.scorer) for layer in layers] == classes
@@ -87,7 +89,7 @@ def test_a_mixed_model_reports_every_path_of_a_scorer_name():
     accelerate(layers, "auto", budget_s=LONG)
     layers[1].scorer.use_fast_path = False
     assert accelerate(layers[1], "topk") == {"ssa": "reference"}
-    assert fast_paths(layers) == {"0.scorer": "fused", "1.scorer": "reference"}
+    assert fast_paths(layers) == {"0.scorer": "dense", "1.scorer": "reference"}
 
 
 def test_accelerated_ssa_trains_like_the_reference():
@@ -115,16 +117,25 @@ def test_plain_causal_detection():
     assert not is_plain_causal(torch.ones(4, 5, dtype=torch.bool).tril(), 4, 5)
 
 
-def test_auto_keeps_a_short_cpu_run_off_compiled_forms():
-    """A 60-second CPU cell must not spend tens of seconds compiling the fused kernels."""
+def test_auto_keeps_a_short_cpu_run_off_compiled_forms(monkeypatch):
+    """A 60-second CPU cell must not spend tens of seconds compiling: a compiled form listed for
+    the CPU is skipped unless the run says it lasts long enough."""
+    monkeypatch.setitem(scorers.fast.AUTO_FORMS, "cpu", ("fused", "dense", "pivot"))
     scorer = make_scorer("ssa")
-    assert choose_path(scorer, CPU, "auto", budget_s=60) == "reference"
+    assert choose_path(scorer, CPU, "auto", budget_s=60) == "dense"
     assert choose_path(scorer, CPU, "auto", budget_s=3600) == "fused"
     assert choose_path(scorer, CUDA, "auto", budget_s=60) == "flex"
-    assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "reference"}
-    assert choose_path(scorer, CPU, "auto") == "reference"      # unknown length: no compilation
+    assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "dense"}
+    assert choose_path(scorer, CPU, "auto") == "dense"          # unknown length: no compilation
     assert choose_path(scorer, CUDA, "auto") == "flex"
     assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}
-    # pivot compiles nothing: a short or unknown-length CPU run takes it
     assert choose_path(make_scorer("sparsemax"), CPU, "auto") == "pivot"
     assert choose_path(make_scorer("entmax15"), CPU, "auto", budget_s=60) == "pivot"
+
+
+def test_auto_on_cpu_compiles_nothing():
+    """The CPU's auto forms are the eager ones, whatever the run's length."""
+    for name in scorers.list_scorers():
+        scorer = make_scorer(name)
+        for budget in (None, 60, 3600):
+            assert choose_path(scorer, CPU, "auto", budget) not in scorers.fast.COMPILED_FORMS

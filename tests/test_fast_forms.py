@@ -33,17 +33,17 @@ class HalfSSA(LogitsScorer):
 
 def test_a_plugin_scorer_declares_fast_forms_and_accelerate_runs_them():
     scorer = HalfSSA()
-    assert HalfSSA.fast_forms() == ("fused", "flex", "compile")
-    assert accelerate(scorer, "auto", block_size=4, compiled=False,
-                      budget_s=3600) == {"plugin_half_ssa": "fused"}
-    assert scorer.fast_form == "fused" and type(scorer) is HalfSSA
+    assert HalfSSA.fast_forms() == ("fused", "dense", "flex", "compile")
+    assert accelerate(scorer, "auto", block_size=4) == {"plugin_half_ssa": "dense"}
+    assert scorer.fast_form == "dense" and type(scorer) is HalfSSA
     q, k, v, g = inputs()
     for mask_name, mask in masks().items():
         scorer.fast_form = None
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
-        accelerate(scorer, "fused", block_size=4, compiled=False)
-        got = run(scorer.attend, scorer, q, k, v, g, mask)
-        assert_close(ref, got, f"plugin fused {mask_name}")
+        for form in ("fused", "dense"):
+            accelerate(scorer, form, block_size=4, compiled=False)
+            got = run(scorer.attend, scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"plugin {form} {mask_name}")
     with torch.no_grad():
         ref = scorer.reference_attend(q, k, v, masks()["causal"])
         got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)

@@ -1,0 +1,100 @@
+"""The dense SSA path (scorers.fast.DenseSSA) equals each SSA-family scorer's reference."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from scorers.fast import FastPathError, accelerate, dense_ssa_attend, ssa_parameters
+from scorer_checks import make_scorer
+
+from fast_support import assert_close, inputs, masks, run
+
+FAMILY = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, "n": 2.0}),
+          ("ssa_gpt2", {}), ("stablemax", {})]
+
+
+def dense(scorer, block_size):
+    def fn(q, k, v, mask):
+        n, b = ssa_parameters(scorer, torch.float64 if q.dtype == torch.float64 else torch.float32)
+        return dense_ssa_attend(q, k, v, mask, n, b, block_size=block_size)
+    return fn
+
+
+@pytest.mark.parametrize("name,kwargs", FAMILY, ids=lambda x: str(x))
+@pytest.mark.parametrize("mask_name", list(masks()))
+@pytest.mark.parametrize("block", [4, 64])
+def test_dense_equals_reference_fp32(name, kwargs, mask_name, block):
+    scorer = make_scorer(name, kwargs)
+    q, k, v, g = inputs()
+    mask = masks()[mask_name]
+    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+    got = run(dense(scorer, block), scorer, q, k, v, g, mask)
+    assert_close(ref, got, f"{name}{kwargs} {mask_name} block {block}")
+
+
+@pytest.mark.parametrize("name,kwargs", FAMILY, ids=lambda x: str(x))
+@pytest.mark.parametrize("mask_name", ["causal", "padded_causal", "random_empty_rows"])
+def test_dense_equals_reference_fp64(name, kwargs, mask_name):
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64)
+    mask = masks()[mask_name]
+    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+    got = run(dense(scorer, 5), scorer, q, k, v, g, mask)
+    assert_close(ref, got, f"{name}{kwargs} {mask_name} fp64", tol=1e-12)
+
+
+def test_dense_at_large_logits_and_one_key_rows():
+    """Logits of |s| ~ 1e3 (t ~ n log 800) and a causal first row that sees one key."""
+    scorer = make_scorer("ssa_gpt2").double()
+    q, k, v, g = inputs(torch.float64)
+    q = q * 40.0
+    mask = masks()["causal"]
+    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+    got = run(dense(scorer, 3), scorer, q, k, v, g, mask)
+    assert_close(ref, got, "large logits", tol=1e-10)
+    assert torch.equal(got[0][..., 0, :], v[..., 0, :])
+
+
+def test_dense_cross_attention_and_empty_rows_are_zero():
+    scorer = make_scorer("ssa")
+    q, k, v, g = inputs(lq=7, lk=19)
+    mask = masks(7, 19)["random_empty_rows"]
+    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+    got = run(dense(scorer, 3), scorer, q, k, v, g, mask)
+    assert_close(ref, got, "cross attention")
+    empty = ~mask.any(-1)
+    assert empty.any()
+    assert got[0][empty].abs().max().item() == 0.0
+    assert all(torch.isfinite(x).all() for x in got[1])
+
+
+def test_dense_keeps_half_precision_dtype():
+    scorer = make_scorer("ssa")
+    q, k, v, g = inputs()
+    out = dense(scorer, 8)(q.bfloat16(), k.bfloat16(), v.bfloat16(), masks()["causal"])
+    assert out.dtype == torch.bfloat16
+    ref = scorer.reference_attend(q, k, v, masks()["causal"])
+    assert (out.float() - ref).abs().max().item() < 2e-2
+
+
+def test_dense_is_what_accelerate_runs_and_trains_n_like_the_reference():
+    q, k, v, g = inputs()
+    mask = masks()["padded_causal"]
+    moved = []
+    for form in ("off", "dense"):
+        scorer = make_scorer("ssa")
+        assert accelerate(scorer, form) == {"ssa": "reference" if form == "off" else "dense"}
+        opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
+        (scorer.attend(q, k, v, mask) * g).sum().backward()
+        opt.step()
+        moved.append(scorer.rho.detach().clone())
+    assert (moved[0] - moved[1]).abs().max().item() <= 1e-6
+    assert (moved[0] - make_scorer("ssa").rho).abs().max().item() > 1e-4
+
+
+def test_dense_rejects_bad_parameters_and_masks():
+    q, k, v, _ = inputs()
+    with pytest.raises(FastPathError, match="1-element"):
+        dense_ssa_attend(q, k, v, None, torch.ones(3), torch.ones(1))
+    with pytest.raises(TypeError, match="boolean"):
+        dense_ssa_attend(q, k, v, torch.ones(17, 17), torch.ones(1), torch.ones(1))
