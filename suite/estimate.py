@@ -5,7 +5,9 @@ Per cell, in this order:
 1. **records**: the median ``wall_time_s`` of existing ``ok`` records with the same task, task
    version and config (the resolved config, so the same sizes) on the same device class (the
    ``hardware`` string of a record's provenance: CPU model and core count, or the GPU's name);
-   the records of the cell's scorer when there are some, else those of every scorer.
+   the records of the cell's scorer when there are some, else those of every scorer, each put in
+   softmax units by dividing by its scorer's step cost, and the median of those times the cell's
+   scorer's step cost (below).
 2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
    expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
    without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
@@ -24,8 +26,14 @@ Per cell, in this order:
    one after the ``2s`` run, so one-time costs of the first run in a process (imports,
    allocator, kernel selection) do not bend the line. A task without a step count
    (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
-   calibration, so the estimate is an upper bound for them. Other scorers are assumed to cost
-   what softmax costs.
+   calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
+   the scorer's step cost.
+
+**Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
+model, the decoder or the encoder), measured once per dry run by ``bench_train`` at its small
+size with the paths training takes (:class:`StepCost`; about a second per scorer and backbone).
+The board's cells of one task differ mostly by this: 1.5-entmax by bisection trains 5-10x
+slower than softmax on a CPU, stick-breaking 2.5x. Tasks on other tracks (probes, cost) count 1.
 
 The total of a task is the sum over its cells; with ``w`` workers the wall time is about
 total / w (cells are independent).
@@ -192,14 +200,81 @@ def _timed_run(cell: Cell, device: str) -> tuple[float, float]:
     return seconds
 
 
+# The bench backbone a task's track trains (suite/bench.py BACKBONES).
+TRACK_BACKBONES = {"icl": "icl", "decoder": "decoder", "encoder": "encoder"}
+
+
+class StepCost:
+    """``cost(task, scorer)``: the scorer's training-step time over softmax's on the backbone of
+    the task's track (1.0 for softmax, for other tracks, and where the bench cannot run the
+    scorer), measured on first use for ``scorers`` on that backbone in one interleaved
+    ``bench_train`` (small size, ``repeats`` steps after one warm-up, training's paths, ``threads``
+    torch threads as a cell gets them; 0: torch's choice)."""
+
+    def __init__(self, device: str, scorers: Iterable[str], *, repeats: int = 3,
+                 threads: int = 0):
+        self.device = device
+        self.scorers = sorted(set(scorers))
+        self.repeats = repeats
+        self.threads = threads
+        self.ratios: dict[str, dict[str, float]] = {}
+
+    def backbone(self, task: str) -> str | None:
+        from tasks import get_task_class
+
+        try:
+            return TRACK_BACKBONES.get(get_task_class(task).track)
+        except KeyError:
+            return None
+
+    def __call__(self, task: str, scorer: str) -> float:
+        backbone = self.backbone(task)
+        if backbone is None or scorer == "softmax":
+            return 1.0
+        if backbone not in self.ratios:
+            self.ratios[backbone] = self.measure(backbone)
+        return self.ratios[backbone].get(scorer, 1.0)
+
+    def measure(self, backbone: str) -> dict[str, float]:
+        import torch
+
+        from .bench import TrainBenchConfig, bench_train, train_rows
+
+        config = TrainBenchConfig(backbones=[backbone], repeats=self.repeats, warmup=1,
+                                  device="cuda" if self.device.startswith("cuda") else "cpu",
+                                  threads=self.threads)
+        before = torch.get_num_threads()
+        try:
+            result = bench_train(self.scorers, config)
+        finally:
+            torch.set_num_threads(before)
+        return {r["scorer"]: r["step_ratio"] for r in train_rows(result)
+                if r["step_ratio"] is not None and r["step_ratio"] > 0}
+
+
 def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              hardware_name: str | None = None,
              calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
-             declared: dict | None = None) -> list[TaskEstimate]:
-    """Per task (in first-seen order), the cells to run and their expected total seconds."""
+             declared: dict | None = None,
+             step_cost: Callable[[str, str], float] | None = None) -> list[TaskEstimate]:
+    """Per task (in first-seen order), the cells to run and their expected total seconds.
+    ``step_cost(task, scorer)``: the scorer's training-step cost over softmax's (:class:`StepCost`;
+    None: every scorer costs what softmax costs)."""
     hw = hardware_name or device_class(device)
     times = record_times(records, hw)
     calibrator = calibrator or (lambda c, d: calibrate(c, d))
+    scaled: set[str] = set()
+
+    def cost(cell: Cell) -> float:
+        if step_cost is None:
+            return 1.0
+        value = step_cost(cell.task, cell.scorer)
+        if value != 1.0:
+            scaled.add(cell.scorer)
+        return value
+
+    def unit(task: str, label: str) -> float:
+        return 1.0 if step_cost is None else step_cost(task, label.split(",")[0])
     by_task: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_task[cell.task].append(cell)
@@ -209,13 +284,21 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         for cell in group:
             configs[_config_key(cell.task, cell.task_version, cell.config)].append(cell)
         total, sources = 0.0, []
+        scaled.clear()
         for key, members in configs.items():
             known = times.get(key)
             if known:
-                pooled = [t for ts in known.values() for t in ts]
-                total += sum(statistics.median(known.get(_scorer_label(c)) or pooled)
-                             for c in members)
-                sources.append(f"records ({len(pooled)} on {hw})")
+                base = None
+                for c in members:
+                    own = known.get(_scorer_label(c))
+                    if own:
+                        total += statistics.median(own)
+                        continue
+                    if base is None:  # softmax units: each record over its scorer's step cost
+                        base = statistics.median(t / unit(task, label)
+                                                 for label, ts in known.items() for t in ts)
+                    total += base * cost(c)
+                sources.append(f"records ({sum(map(len, known.values()))} on {hw})")
                 continue
             per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
             if per_cell is not None:
@@ -227,9 +310,11 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
             except Exception as e:  # noqa: BLE001 - a failed calibration is reported, not fatal
                 out.append(TaskEstimate(task, len(group), None, f"no estimate: {e}"))
                 break
-            total += seconds * len(members)
+            total += sum(seconds * cost(c) for c in members)
             sources.append(how)
         else:
+            if scaled:
+                sources.append(f"{len(scaled)} scorer(s) scaled by their step cost")
             out.append(TaskEstimate(task, len(group), total, "; ".join(dict.fromkeys(sources))))
     return out
 

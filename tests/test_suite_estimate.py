@@ -169,3 +169,50 @@ def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
     assert result.per_step == pytest.approx(0.01 * ratio)
     assert result.fixed == pytest.approx(2.0 * ratio)
     assert result.seconds == pytest.approx(12.0 * ratio)
+
+
+def test_a_scorer_without_records_costs_the_pool_in_softmax_units_times_its_step_cost():
+    costs = {"softmax": 1.0, "ssa": 2.0, "entmax_bisect": 8.0}
+    records = [timed("softmax", 0, 10.0), timed("softmax", 1, 14.0),
+               timed("ssa", 0, 24.0), timed("ssa", 1, 28.0)]
+    cells = [cell("entmax_bisect", 0), cell("ssa", 2), cell("relu", 0)]
+    [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration,
+                     step_cost=lambda task, scorer: costs.get(scorer, 1.0))
+    # in softmax units the records are 10, 14, 12, 14: median 13; ssa keeps its own median 26
+    assert est.seconds == pytest.approx(8.0 * 13 + 26 + 1.0 * 13)
+    assert est.source == f"records (4 on {HW}); 1 scorer(s) scaled by their step cost"
+
+
+def test_a_calibrated_task_scales_each_scorer_by_its_step_cost():
+    ests = estimate([cell("softmax", 0), cell("ssa", 0), cell("stick_breaking", 0)], [], "cpu",
+                    hardware_name=HW, calibrator=lambda c, d: (20.0, "calibration: fake"),
+                    step_cost=lambda task, scorer: {"ssa": 1.5, "stick_breaking": 2.5}.get(
+                        scorer, 1.0))
+    assert ests[0].seconds == pytest.approx(20.0 * (1 + 1.5 + 2.5))
+
+
+def test_step_cost_measures_a_backbone_once_and_only_for_training_tracks(monkeypatch):
+    from suite.estimate import StepCost
+
+    measured = []
+
+    def measure(self, backbone):
+        measured.append(backbone)
+        return {"ssa": 1.25, "softmax": 1.0}
+
+    monkeypatch.setattr(StepCost, "measure", measure)
+    cost = StepCost("cpu", ["softmax", "ssa"])
+    assert cost("saturation_probe", "ssa") == 1.0
+    assert cost("icl_linear", "softmax") == 1.0
+    assert measured == []
+    assert cost("icl_linear", "ssa") == 1.25 and cost("icl_mqar", "ssa") == 1.25
+    assert cost("decoder_lm", "relu") == 1.0           # not measured: counted as softmax
+    assert measured == ["icl", "decoder"]
+
+
+def test_step_cost_measures_with_the_bench():
+    from suite.estimate import StepCost
+
+    ratios = StepCost("cpu", ["softmax", "ssa"], repeats=1).measure("icl")
+    assert set(ratios) == {"softmax", "ssa"} and ratios["softmax"] == 1.0
+    assert 0.2 < ratios["ssa"] < 20.0

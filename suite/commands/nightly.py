@@ -5,7 +5,7 @@ from __future__ import annotations
 def register(sub, common):
     from ..executors import get_executor_class, list_executors
     from ..scheduler import RERUN_CHOICES
-    from .run import _seeds, _workers
+    from .run import _seeds, _workers, add_estimate_from
 
     p = sub.add_parser(
         "nightly", parents=[common], help="run missing cells, publish a dated release, "
@@ -49,6 +49,7 @@ def register(sub, common):
                    help="also write the release's index.html (as `scorebench publish --html`)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the cells the run would run and their expected time, and stop")
+    add_estimate_from(p)
     p.add_argument("--skip-run", action="store_true",
                    help="publish and compare only; run no cell")
     p.add_argument("--fast", choices=["auto", "off"], default=None,

@@ -71,11 +71,18 @@ def register(sub, common):
                    help="list the cells and whether they would run, estimate the time of "
                         "those that would (from records of the same config on this device "
                         "class, else a short calibration run), and stop")
+    add_estimate_from(p)
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
             add(p)
     p.set_defaults(func=run)
+
+
+def add_estimate_from(p) -> None:
+    p.add_argument("--estimate-from", action="append", default=[], metavar="DIR",
+                   help="a results directory whose records' wall times the dry run's estimate "
+                        "uses besides those of --results (repeatable; e.g. leaderboard/records)")
 
 
 def _plan(args):
@@ -96,8 +103,8 @@ def _plan(args):
     return profile, planned
 
 
-def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | None = None
-             ) -> int:
+def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | None = None,
+             estimate_from: tuple = ()) -> int:
     from rich.table import Table
 
     from ..records import stale_reason
@@ -120,26 +127,44 @@ def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | 
         if would.startswith("run"):
             to_run.append(p.cell)
     console.print(table)
-    print_estimate(console, to_run, store, workers, declared)
+    print_estimate(console, to_run, store, workers, declared, estimate_from)
     return 0
 
 
-def print_estimate(console, cells, store, workers: int = 1, declared: dict | None = None) -> None:
+def print_estimate(console, cells, store, workers: int = 1, declared: dict | None = None,
+                   estimate_from: tuple = ()) -> None:
     """Per task: cells to run, expected time per cell and in total on this device, and whence
-    (:mod:`suite.estimate`)."""
+    (:mod:`suite.estimate`), from the records of ``store`` and of the directories
+    ``estimate_from``."""
+    import itertools
+
     from rich.table import Table
 
-    from ..estimate import device_class, duration, estimate
-    from ..runner import default_device
+    import scorers
+
+    from ..estimate import StepCost, device_class, duration, estimate
+    from ..records import RecordError
+    from ..runner import default_device, worker_threads
+    from ..store import ResultStore
 
     device = default_device()
     hw = device_class(device)
     if not cells:
         console.print("no cell to run")
         return
+    stores = [store]
+    for directory in estimate_from:
+        try:
+            stores.append(ResultStore(directory))
+        except RecordError as e:
+            raise SystemExit(f"scorebench: --estimate-from {directory}: {e}") from None
+    records = list(itertools.chain.from_iterable((r for _, r in s.records()) for s in stores))
+    registered = set(scorers.list_scorers())
+    scorer_names = registered & ({c.scorer for c in cells} | {r["cell"]["scorer"] for r in records})
     console.print(f"estimating on {hw} ({device}) ...")
-    rows = estimate(cells, (r for _, r in store.records()), device, hardware_name=hw,
-                    declared=None if device.startswith("cuda") else declared)
+    rows = estimate(cells, records, device, hardware_name=hw,
+                    declared=None if device.startswith("cuda") else declared,
+                    step_cost=StepCost(device, scorer_names, threads=worker_threads(workers)))
     table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
     for c in ("task", "cells", "per cell", "total", "from"):
         table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
@@ -172,7 +197,8 @@ def run(args) -> int:
     except RecordError as e:
         raise SystemExit(f"scorebench run: {e}") from None
     if args.dry_run:
-        return _dry_run(console, planned, store, args.rerun, args.workers, profile.estimate)
+        return _dry_run(console, planned, store, args.rerun, args.workers, profile.estimate,
+                        tuple(args.estimate_from))
     console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
                   f"{len(planned)} cells, {args.workers} worker(s), executor {args.executor}")
     try:
