@@ -338,8 +338,8 @@ def fused_ssa_attend(q, k, v, mask, n, b, *, block_size: int = DEFAULT_BLOCK,
 class DenseSSA(torch.autograd.Function):
     """SSA attention on whole logit rows (see :func:`dense_ssa_attend`), eagerly, with in-place
     elementwise passes. b is folded into the queries' scale (s' = b s), and n b / sqrt(d) into
-    the (L, d)-sized gradients of q and k, so a training step makes five full-size elementwise
-    passes forward (|s'| + 1, log, copysign, n, mask) and three backward (dP - delta, P,
+    the (L, d)-sized gradients of q and k, so a training step makes six full-size elementwise
+    passes forward (|s'|, log1p, copysign, n, + 1, mask) and three backward (dP - delta, P,
     1 / (1 + |s'|)). Saves, per query block, P, w = 1 + b|s| and t (masked keys at the dtype's
     lowest finite value: exp gives exact zeros and 0 t stays 0 in dn). ``blocks``: ``(i, j, e)``
     query rows ``[i, j)`` seeing keys ``[0, e)``, each with its ``hidden`` mask (or None);

@@ -5,9 +5,10 @@ Per cell, in this order:
 1. **records**: the median ``wall_time_s`` of existing ``ok`` records with the same task, task
    version and config (the resolved config, so the same sizes) on the same device class (the
    ``hardware`` string of a record's provenance: CPU model and core count, or the GPU's name);
-   the records of the cell's scorer when there are some, else those of every scorer, each put in
-   softmax units by dividing by its scorer's step cost, and the median of those times the cell's
-   scorer's step cost (below).
+   the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
+   the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
+   ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
+   scorer's step cost.
 2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
    expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
    without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
@@ -27,7 +28,7 @@ Per cell, in this order:
    allocator, kernel selection) do not bend the line. A task without a step count
    (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
-   the scorer's step cost.
+   the scorer's step cost (an upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
 model, the decoder or the encoder), measured once per dry run by ``bench_train`` at its small
@@ -200,6 +201,22 @@ def _timed_run(cell: Cell, device: str) -> tuple[float, float]:
     return seconds
 
 
+def cost_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(a, b) of t = a + b·r through (step cost r, median cell seconds t) of the scorers with
+    records: least squares with a, b >= 0 (b = 0: the cell time does not follow the step cost;
+    a = 0: proportional). One distinct r: proportional, b = median t / r."""
+    rs = [r for r, _ in points]
+    ts = [t for _, t in points]
+    if len(set(rs)) < 2:
+        return 0.0, statistics.median(t / r for r, t in points)
+    b, a = statistics.linear_regression(rs, ts)
+    if b < 0:
+        return statistics.median(ts), 0.0
+    if a < 0:
+        return 0.0, sum(r * t for r, t in points) / sum(r * r for r in rs)
+    return a, b
+
+
 # The bench backbone a task's track trains (suite/bench.py BACKBONES).
 TRACK_BACKBONES = {"icl": "icl", "decoder": "decoder", "encoder": "encoder"}
 
@@ -288,16 +305,16 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         for key, members in configs.items():
             known = times.get(key)
             if known:
-                base = None
+                line = None
                 for c in members:
                     own = known.get(_scorer_label(c))
                     if own:
                         total += statistics.median(own)
                         continue
-                    if base is None:  # softmax units: each record over its scorer's step cost
-                        base = statistics.median(t / unit(task, label)
-                                                 for label, ts in known.items() for t in ts)
-                    total += base * cost(c)
+                    if line is None:
+                        line = cost_line([(unit(task, label), statistics.median(ts))
+                                          for label, ts in known.items()])
+                    total += line[0] + line[1] * cost(c)
                 sources.append(f"records ({sum(map(len, known.values()))} on {hw})")
                 continue
             per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)

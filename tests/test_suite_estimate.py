@@ -36,11 +36,11 @@ def test_records_with_known_wall_times_give_the_expected_total():
                timed("relu", 0, 999.0, status="timeout")]                  # not a cost
     cells = [cell("softmax", 3), cell("softmax", 4), cell("ssa", 1), cell("relu", 1)]
     [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration)
-    # softmax: median(10, 14, 12) = 12 each; ssa: its own 30; relu: no record of its own, so
-    # the median of every ok record of this config and device class, median(10, 14, 12, 30) = 13
+    # softmax: median(10, 14, 12) = 12 each; ssa: its own 30; relu: no record of its own and no
+    # step cost, so the median over the scorers of this config and device class, median(12, 30)
     assert est.task == "icl_linear" and est.cells == 4
-    assert est.seconds == pytest.approx(12 + 12 + 30 + 13)
-    assert est.per_cell == pytest.approx(67 / 4)
+    assert est.seconds == pytest.approx(12 + 12 + 30 + 21)
+    assert est.per_cell == pytest.approx(75 / 4)
     assert est.source == f"records (4 on {HW})"
 
 
@@ -171,16 +171,29 @@ def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
     assert result.seconds == pytest.approx(12.0 * ratio)
 
 
-def test_a_scorer_without_records_costs_the_pool_in_softmax_units_times_its_step_cost():
-    costs = {"softmax": 1.0, "ssa": 2.0, "entmax_bisect": 8.0}
+def test_a_scorer_without_records_sits_on_the_records_line_of_time_against_step_cost():
+    costs = {"softmax": 1.0, "ssa": 2.0, "relu": 1.5, "entmax_bisect": 8.0}
+    # medians: softmax 12 at r = 1, ssa 26 at r = 2, relu 19 at r = 1.5: t = -2 + 14 r exactly,
+    # a negative intercept, so the proportional fit through 0: b = (12 + 52 + 28.5) / 7.25
     records = [timed("softmax", 0, 10.0), timed("softmax", 1, 14.0),
-               timed("ssa", 0, 24.0), timed("ssa", 1, 28.0)]
-    cells = [cell("entmax_bisect", 0), cell("ssa", 2), cell("relu", 0)]
+               timed("ssa", 0, 24.0), timed("ssa", 1, 28.0), timed("relu", 0, 19.0)]
+    cells = [cell("entmax_bisect", 0), cell("ssa", 2), cell("sigmoid", 0)]
     [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration,
                      step_cost=lambda task, scorer: costs.get(scorer, 1.0))
-    # in softmax units the records are 10, 14, 12, 14: median 13; ssa keeps its own median 26
-    assert est.seconds == pytest.approx(8.0 * 13 + 26 + 1.0 * 13)
-    assert est.source == f"records (4 on {HW}); 1 scorer(s) scaled by their step cost"
+    b = (12 + 52 + 28.5) / 7.25
+    assert est.seconds == pytest.approx(8.0 * b + 26 + 1.0 * b)
+    assert est.source == f"records (5 on {HW}); 1 scorer(s) scaled by their step cost"
+
+
+def test_the_cost_line_keeps_a_fixed_part_and_never_a_negative_slope():
+    from suite.estimate import cost_line
+
+    assert cost_line([(1.0, 80.0), (1.5, 85.0), (2.0, 90.0)]) == pytest.approx((70.0, 10.0))
+    assert cost_line([(1.0, 90.0), (1.5, 80.0), (2.0, 82.0)]) == pytest.approx((82.0, 0.0))
+    assert cost_line([(1.0, 12.0), (1.2, 14.0)]) == pytest.approx((2.0, 10.0))
+    assert cost_line([(1.0, 10.0), (2.0, 30.0)]) == pytest.approx((0.0, 70.0 / 5.0))
+    assert cost_line([(1.0, 12.0)]) == (0.0, 12.0)
+    assert cost_line([(2.0, 12.0), (2.0, 16.0)]) == (0.0, 7.0)
 
 
 def test_a_calibrated_task_scales_each_scorer_by_its_step_cost():
