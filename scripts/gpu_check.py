@@ -9,6 +9,8 @@ against the reference on the same bf16 inputs, tolerance 2e-2), for each scorer 
 - flex: FlexAttention with the scorer's score_mod (compiled), causal and padded masks;
 - fused: the SSA-family autograd.Function (bmm + compiled elementwise kernels);
 - topk: sparsemax and entmax15 through the entmax package's partial sort;
+- dense: the SSA family as one eager autograd.Function on whole logit rows;
+- pivot: sparsemax and entmax15 with the sort-free threshold;
 - compile: torch.compile (on query blocks) of the logits-kind scorers without a native path;
 - native: the scorers' own SDPA paths.
 
@@ -32,8 +34,8 @@ import traceback
 import torch
 
 import scorers
-from scorers.fast import (compiled_attend, flex_attend, fused_ssa_attend, scorers_with,
-                          ssa_parameters, topk_attend)
+from scorers.fast import (compiled_attend, dense_ssa_attend, flex_attend, fused_ssa_attend,
+                          pivot_attend, scorers_with, ssa_parameters, topk_attend)
 
 FP32_TOL = 1e-4      # compiled GPU kernels reorder sums; the CPU tests hold 1e-5
 BF16_TOL = 2e-2
@@ -90,6 +92,11 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
     elif path == "fused":
         fn = lambda q, k, v, m: fused_ssa_attend(  # noqa: E731
             q, k, v, m, *ssa_parameters(scorer, torch.float32, q.device), block_size=64)
+    elif path == "dense":
+        fn = lambda q, k, v, m: dense_ssa_attend(  # noqa: E731
+            q, k, v, m, *ssa_parameters(scorer, torch.float32, q.device))
+    elif path == "pivot":
+        fn = lambda q, k, v, m: pivot_attend(scorer, q, k, v, m)  # noqa: E731
     elif path == "compile":
         fn = lambda q, k, v, m: compiled_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
     elif path == "topk":
@@ -129,8 +136,9 @@ def save(report: dict, path: str) -> None:
 
 def plan(device) -> list[tuple[str, str, dict]]:
     """(path, scorer, kwargs) in priority order: the FlexAttention score_mods, the fused SSA
-    family, the topk entmax paths, the scorers ``auto`` leaves on the reference (compiled), the
-    native paths (SDPA, linear), each as the scorers declare them (``fast_forms()``)."""
+    family, the topk entmax paths, the eager dense SSA and pivot forms, the scorers ``auto``
+    leaves on the reference (compiled), the native paths (SDPA, linear), each as the scorers
+    declare them (``fast_forms()``)."""
     from scorers.fast import choose_path
 
     flex = scorers_with("flex")
@@ -138,6 +146,8 @@ def plan(device) -> list[tuple[str, str, dict]]:
              if name in flex for kw in [{}] + VARIANTS.get(name, [])]
     items += [("fused", n, {}) for n in scorers_with("fused")]
     items += [("topk", n, {}) for n in scorers_with("topk")]
+    items += [("dense", n, {}) for n in scorers_with("dense")]
+    items += [("pivot", n, {}) for n in scorers_with("pivot")]
     compiled, native = [], []
     cuda = torch.device("cuda")
     for name in scorers.list_scorers():
@@ -155,7 +165,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--budget-s", type=float, default=270.0,
                    help="stop starting new checks after this many seconds (default 270)")
-    p.add_argument("--paths", default="flex,fused,topk,compile,native",
+    p.add_argument("--paths", default="flex,fused,topk,dense,pivot,compile,native",
                    help="the fast paths to check, in this order of priority (default: all)")
     p.add_argument("--check-shape", default="2,4,200,64",
                    help="B,H,L,D of the checks (default: L=200, not a multiple of the 128 block)")

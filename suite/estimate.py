@@ -2,9 +2,10 @@
 
 Per cell, in this order:
 
-1. **records**: the median ``wall_time_s`` of existing ``ok`` records with the same task, task
-   version and config (the resolved config, so the same sizes) on the same device class (the
-   ``hardware`` string of a record's provenance: CPU model and core count, or the GPU's name);
+1. **records**: the median ``wall_time_s`` of existing ``ok`` records (not resumed from a
+   checkpoint: those timed only the rest of a cell) with the same task, task version and config
+   (the resolved config, so the same sizes) on the same device class (the ``hardware`` string
+   of a record's provenance: CPU model and core count, or the GPU's name);
    the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
    ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
@@ -88,6 +89,8 @@ def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, 
         prov = r.get("provenance") or {}
         if r.get("status") != OK or prov.get("hardware") != device:
             continue
+        if (r.get("extra") or {}).get("resumed_from_checkpoint"):
+            continue   # its wall time is the rest of a cell that began in another run
         wall = prov.get("wall_time_s")
         if not isinstance(wall, (int, float)) or wall < 0:
             continue

@@ -16,13 +16,14 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
 def test_quick_dry_run_on_cpu(tmp_path):
     out, results = tmp_path / "gpu_check.json", tmp_path / "results"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick",
-                           "--budget-s", "120", "--paths", "flex,fused,topk", "--out", str(out),
-                           "--results", str(results)], capture_output=True, text=True, timeout=900)
+                           "--budget-s", "120", "--paths", "dense,pivot,flex,fused,topk",
+                           "--out", str(out), "--results", str(results)],
+                          capture_output=True, text=True, timeout=900)
     report = json.loads(out.read_text())
     assert report["checks"], proc.stdout[-2000:] + proc.stderr[-2000:]
     bad = [c for c in report["checks"] if not c["ok"]]
     assert not bad, bad
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert {c["path"] for c in report["checks"]} == {"flex", "fused", "topk"}
+    assert {c["path"] for c in report["checks"]} == {"flex", "fused", "topk", "dense", "pivot"}
     assert {r["scorer"] for r in report["bench"]["rows"]} >= {"softmax", "ssa", "entmax15"}
     assert list(results.rglob("*.json"))
