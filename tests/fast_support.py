@@ -5,6 +5,22 @@ import torch
 
 B, H, L, D = 2, 3, 17, 16
 TOL = 1e-5
+# The SSA family and the variants its fused and dense forms must match (learnable b, fixed n).
+SSA_FAMILY = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, "n": 2.0}),
+              ("ssa_gpt2", {}), ("stablemax", {})]
+
+
+def ssa_form(scorer, form: str, block_size: int):
+    """``attend(q, k, v, mask)`` of the SSA-family ``scorer`` through its ``fused`` form (eager
+    kernels) or its ``dense`` form, with query blocks of ``block_size`` rows."""
+    from scorers.fast import dense_ssa_attend, fused_ssa_attend, ssa_parameters
+
+    def fn(q, k, v, mask):
+        n, b = ssa_parameters(scorer, torch.float64 if q.dtype == torch.float64 else torch.float32)
+        if form == "dense":
+            return dense_ssa_attend(q, k, v, mask, n, b, block_size=block_size)
+        return fused_ssa_attend(q, k, v, mask, n, b, block_size=block_size, compiled=False)
+    return fn
 
 
 def inputs(dtype=torch.float32, lq: int = L, lk: int = L, seed: int = 0):

@@ -1,23 +1,18 @@
-"""The dense SSA path (scorers.fast.DenseSSA) equals each SSA-family scorer's reference."""
+"""The dense SSA path (scorers.fast.DenseSSA) equals each SSA-family scorer's reference
+(cross-attention, bf16 and bad parameters: tests/test_fast_fused.py, for both forms)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from scorers.fast import FastPathError, accelerate, dense_ssa_attend, ssa_parameters
+from scorers.fast import accelerate, dense_ssa_attend
 from scorer_checks import make_scorer
 
-from fast_support import assert_close, inputs, masks, run
-
-FAMILY = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, "n": 2.0}),
-          ("ssa_gpt2", {}), ("stablemax", {})]
+from fast_support import SSA_FAMILY as FAMILY, assert_close, inputs, masks, run, ssa_form
 
 
 def dense(scorer, block_size):
-    def fn(q, k, v, mask):
-        n, b = ssa_parameters(scorer, torch.float64 if q.dtype == torch.float64 else torch.float32)
-        return dense_ssa_attend(q, k, v, mask, n, b, block_size=block_size)
-    return fn
+    return ssa_form(scorer, "dense", block_size)
 
 
 @pytest.mark.parametrize("name,kwargs", FAMILY, ids=lambda x: str(x))
@@ -55,28 +50,6 @@ def test_dense_at_large_logits_and_one_key_rows():
     assert torch.equal(got[0][..., 0, :], v[..., 0, :])
 
 
-def test_dense_cross_attention_and_empty_rows_are_zero():
-    scorer = make_scorer("ssa")
-    q, k, v, g = inputs(lq=7, lk=19)
-    mask = masks(7, 19)["random_empty_rows"]
-    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
-    got = run(dense(scorer, 3), scorer, q, k, v, g, mask)
-    assert_close(ref, got, "cross attention")
-    empty = ~mask.any(-1)
-    assert empty.any()
-    assert got[0][empty].abs().max().item() == 0.0
-    assert all(torch.isfinite(x).all() for x in got[1])
-
-
-def test_dense_keeps_half_precision_dtype():
-    scorer = make_scorer("ssa")
-    q, k, v, g = inputs()
-    out = dense(scorer, 8)(q.bfloat16(), k.bfloat16(), v.bfloat16(), masks()["causal"])
-    assert out.dtype == torch.bfloat16
-    ref = scorer.reference_attend(q, k, v, masks()["causal"])
-    assert (out.float() - ref).abs().max().item() < 2e-2
-
-
 def test_dense_is_what_accelerate_runs_and_trains_n_like_the_reference():
     q, k, v, g = inputs()
     mask = masks()["padded_causal"]
@@ -92,9 +65,7 @@ def test_dense_is_what_accelerate_runs_and_trains_n_like_the_reference():
     assert (moved[0] - make_scorer("ssa").rho).abs().max().item() > 1e-4
 
 
-def test_dense_rejects_bad_parameters_and_masks():
+def test_dense_rejects_a_mask_that_is_not_boolean():
     q, k, v, _ = inputs()
-    with pytest.raises(FastPathError, match="1-element"):
-        dense_ssa_attend(q, k, v, None, torch.ones(3), torch.ones(1))
     with pytest.raises(TypeError, match="boolean"):
         dense_ssa_attend(q, k, v, torch.ones(17, 17), torch.ones(1), torch.ones(1))

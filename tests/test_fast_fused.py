@@ -1,17 +1,17 @@
-"""The fused SSA path (scorers.fast.FusedSSA) equals each SSA-family scorer's reference."""
+"""The fused SSA path (scorers.fast.FusedSSA) equals each SSA-family scorer's reference; the
+checks both SSA forms share (fused and dense) run here for both."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from scorers.fast import (FastPathError, block_bounds, fused_ssa_attend, plan_blocks,
-                          ssa_parameters)
+from scorers.fast import (FastPathError, block_bounds, dense_ssa_attend, fused_ssa_attend,
+                          plan_blocks, ssa_parameters)
 from scorer_checks import make_scorer
 
-from fast_support import L, assert_close, inputs, masks, run
+from fast_support import L, SSA_FAMILY as FAMILY, assert_close, inputs, masks, run, ssa_form
 
-FAMILY = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, "n": 2.0}),
-          ("ssa_gpt2", {}), ("stablemax", {})]
+FORMS = ["fused", "dense"]
 
 
 def fused(scorer, block_size, compiled=False):
@@ -51,32 +51,35 @@ def test_fused_one_row_blocks():
                  run(fused(scorer, 1), scorer, q, k, v, g, mask), "block 1")
 
 
-def test_fused_cross_attention_and_empty_rows_are_zero():
+@pytest.mark.parametrize("form", FORMS)
+def test_cross_attention_and_empty_rows_are_zero(form):
     scorer = make_scorer("ssa")
     q, k, v, g = inputs(lq=7, lk=19)
     mask = masks(7, 19)["random_empty_rows"]
     ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
-    got = run(fused(scorer, 3), scorer, q, k, v, g, mask)
-    assert_close(ref, got, "cross attention")
+    got = run(ssa_form(scorer, form, 3), scorer, q, k, v, g, mask)
+    assert_close(ref, got, f"{form} cross attention")
     empty = ~mask.any(-1)
     assert empty.any()
     assert got[0][empty].abs().max().item() == 0.0
     assert all(torch.isfinite(x).all() for x in got[1])
 
 
-def test_fused_keeps_half_precision_dtype():
+@pytest.mark.parametrize("form", FORMS)
+def test_keeps_half_precision_dtype(form):
     scorer = make_scorer("ssa")
     q, k, v, g = inputs()
-    out = fused(scorer, 8)(q.bfloat16(), k.bfloat16(), v.bfloat16(), masks()["causal"])
+    out = ssa_form(scorer, form, 8)(q.bfloat16(), k.bfloat16(), v.bfloat16(), masks()["causal"])
     assert out.dtype == torch.bfloat16
     ref = scorer.reference_attend(q, k, v, masks()["causal"])
     assert (out.float() - ref).abs().max().item() < 2e-2
 
 
-def test_fused_rejects_tensor_shaped_parameters():
+@pytest.mark.parametrize("attend", [fused_ssa_attend, dense_ssa_attend])
+def test_rejects_tensor_shaped_parameters(attend):
     q, k, v, _ = inputs()
     with pytest.raises(FastPathError, match="1-element"):
-        fused_ssa_attend(q, k, v, None, torch.ones(3), torch.ones(1))
+        attend(q, k, v, None, torch.ones(3), torch.ones(1))
 
 
 def test_causal_blocks_skip_keys_no_row_sees():
