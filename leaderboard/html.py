@@ -40,6 +40,7 @@ from suite.records import TRACKS
 from . import markdown as md
 from .plots import safe_name
 from .aggregate import Board
+from .columns import CLAIM_FIELDS, FIELDS, Field
 from .release import ReleaseError, _plot_order, list_releases, load_release
 
 INDEX = "index.html"
@@ -52,99 +53,6 @@ TAB_TITLES = {"icl": "ICL", "decoder": "Decoder", "encoder": "Encoder", "probe":
 # --------------------------------------------------------------------------- fields shown
 
 
-@dataclass(frozen=True)
-class Field:
-    """A results.json field as a column: its header, its header's ``title`` (what it means and
-    which direction is better) and its format: ``ci`` (value and interval, from ``lo``/``hi``),
-    ``num``, ``delta`` (signed), ``p``, ``int``, ``rank`` (from ``lo``/``hi``), ``text``.
-    ``decimals`` fixes the decimal places; by default :func:`number_format` picks them per
-    column from the values."""
-
-    key: str
-    label: str
-    title: str
-    fmt: str = "num"
-    lo: str | None = None
-    hi: str | None = None
-    decimals: int | None = None
-
-
-def _fields(*fields: Field) -> dict[str, Field]:
-    return {f.key: f for f in fields}
-
-
-# Row fields (results.json "rows") and overall fields ("overall"), one line each.
-FIELDS = {
-    "rows": _fields(
-        Field("scorer", "scorer", "The attention scoring function (hover for its family and "
-              "formula).", "text"),
-        Field("mean", "mean [95% CI]", "Mean over seeds and its 95% bootstrap interval (grey); "
-              "the arrow after the metric says which direction is better. † = over surviving "
-              "seeds only.", "ci", "ci_low", "ci_high"),
-        Field("n", "n", "Seeds whose cell finished ok with a value; more is better.", "int"),
-        Field("delta_vs_baseline", "Δ vs {baseline}", "Mean paired difference to the baseline "
-              "on shared seeds; better/worse: Holm p ≤ α in the metric's direction, n.s.: not "
-              "significant.", "delta"),
-        Field("p_vs_baseline_holm", "p (Holm)", "Paired bootstrap p-value vs the baseline, "
-              "Holm-corrected across a profile's headline metrics; smaller = stronger evidence "
-              "of a difference.", "p"),
-        Field("p_signflip", "p sign-flip", "Exact sign-flip permutation p over per-seed "
-              "differences (uncorrected); cannot go below 2^(1-n), 0.25 at three seeds.", "p"),
-        Field("tier", "tier", "Tier 1 = not distinguishable from the best scorer of this metric; "
-              "lower is better. n/a: fewer than two seeds.", "int"),
-        Field("rank_low", "rank", "95% interval of the scorer's rank over bootstrap replicates; "
-              "1 = best, lower is better.", "rank", "rank_low", "rank_high"),
-        Field("failures", "failures", "Cells that diverged, went nan/oom/timeout/error or "
-              "lacked the metric; 0 is best.", "text"),
-        Field("provenance", "provenance", "Date, harness git commit and hardware of the "
-              "records (click to expand).", "text"),
-    ),
-    "overall": _fields(
-        Field("scorer", "scorer", "The attention scoring function (hover for its family and "
-              "formula).", "text"),
-        Field("score", "score [95% CI]", "Mean normalized headline score over the tasks the "
-              "scorer ran (1 = best scorer of a task, 0 = worst), with its 95% bootstrap "
-              "interval (grey); higher is better.", "ci", "ci_low", "ci_high"),
-        Field("tier", "tier", "Tier 1 = not statistically distinguishable from the best "
-              "overall score (Holm-corrected paired tests, step by step); lower is better.",
-              "int"),
-        Field("rank_low", "rank", "95% interval of the scorer's overall rank over bootstrap "
-              "replicates; 1 = best, lower is better.", "rank", "rank_low", "rank_high"),
-        Field("n_tasks", "tasks", "Quality tasks in the score; a task whose cells all failed "
-              "counts 0, n/a tasks do not count.", "int"),
-        Field("tier1_tasks", "tier-1 tasks", "Tasks (by headline metric) where the scorer is in "
-              "tier 1; higher is better.", "int"),
-        Field("n_failed", "failed cells", "Failed cells of all cells run (by failure kind); 0 "
-              "is best.", "text"),
-        Field("provenance", "provenance", "Date, harness git commit and hardware of the "
-              "records (click to expand).", "text"),
-    ),
-}
-# Claims (results.json "claims", when present): one paper claim tested on this release.
-CLAIM_FIELDS = _fields(
-    Field("id", "id", "Identifier of the claim.", "text"),
-    Field("claim", "claim", "What the paper claims, in one sentence.", "text"),
-    Field("verdict", "verdict", "supported: the data agree with significance; not supported: no "
-          "significant effect; contradicted: a significant effect the other way; not run: no "
-          "records.", "text"),
-    Field("effect", "effect [95% CI]", "Measured difference scorer − baseline on the metric, "
-          "with its 95% interval (grey); its sign is read with the direction column.", "ci",
-          "ci_low", "ci_high"),
-    Field("p", "p", "p-value of the test; smaller = stronger evidence.", "p"),
-    Field("detectable", "detectable", "Smallest difference the seeds run could detect; an effect "
-          "below it is not evidence of no effect. Smaller is better.", "num"),
-    Field("n_seeds", "seeds", "Seeds in the test; more is better.", "int"),
-    Field("scorer", "scorer", "The scorer the claim is about.", "text"),
-    Field("baseline", "baseline", "What the scorer is compared with.", "text"),
-    Field("task", "task", "Task the claim is tested on.", "text"),
-    Field("metric", "metric", "Metric compared.", "text"),
-    Field("direction", "direction", "Which direction of the metric the claim says is better.",
-          "text"),
-    Field("test", "test", "Statistical test used.", "text"),
-    Field("paper", "paper", "What the paper reports (value or reference).", "text"),
-    Field("profile", "profile", "Suite profile the records come from.", "text"),
-    Field("source", "source", "Where the claim is stated.", "text"),
-)
 # Numeric fields that are parts of a shown column or bookkeeping (never an extra column).
 NOT_EXTRA = {
     "rows": {"task_version", "scorer_version", "std", "n_items", "n_cells", "n_ok", "n_failed",

@@ -10,6 +10,8 @@ from tabulate import tabulate
 
 from suite.records import TRACKS
 
+from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
+
 TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
                 "encoder": "Encoder LM", "probe": "Probes", "cost": "Cost"}
 MESSAGE_WIDTH = 120
@@ -85,6 +87,12 @@ METHOD = """\
   a scorer defined only up to its training length has no value beyond it.
 - **Superseded** records (older task, scorer or harness records version than the newest seen)
   are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
+- **Precision**: the statistics use no BLAS or LAPACK (the items-only bootstrap resamples the
+  items' mean over seeds by integer counts or indices; sums are numpy's fixed-order reductions),
+  so `results.json` is the same bytes on any CPU, BLAS kernel and thread count for the same
+  records and library versions. `scorebench publish --check` republishes a release from its
+  records (`meta.records` holds each record's digest) and holds every number to a relative
+  {rtol:g}; it names a changed record and the rows it feeds, or the fields whose arithmetic moved.
 """
 
 
@@ -179,6 +187,34 @@ def delta_text(row: dict, baseline: str) -> str:
     return f"{row['delta_vs_baseline']:+.4g}" + (f" ({label})" if label else "")
 
 
+def _field(frame: str, key: str):
+    """The one definition of a column (:mod:`leaderboard.columns`)."""
+    known = CLAIM_FIELDS if frame == "claims" else FIELDS[frame]
+    return known[key] if key in known else MARKDOWN_FIELDS[key]
+
+
+def labels(frame: str, keys: Iterable[str], baseline: str = "") -> list[str]:
+    """The headers of ``keys`` as every view of the release names them."""
+    return [_field(frame, k).label.format(baseline=baseline) for k in keys]
+
+
+def column_legend(baseline: str) -> str:
+    """What each column of the tables above means, from the same definitions as the page's
+    header titles."""
+    groups = (("Track tables", "rows", ("mean", "ci_items_low", "n", "delta_vs_baseline",
+                                        "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip",
+                                        "tier", "rank_low", "failures")),
+              ("Overall", "overall", ("score", "win_rate", "tier", "rank_low", "n_tasks",
+                                      "tier1_tasks", "n_failed")),
+              ("Claims", "claims", ("effect", "p", "detectable", "verdict")))
+    lines = []
+    for title, frame, keys in groups:
+        lines.append(f"- **{title}**: " + "; ".join(
+            f"*{f.label.format(baseline=baseline)}*: {f.title}"
+            for f in (_field(frame, k) for k in keys)))
+    return "\n".join(lines)
+
+
 def _table(rows: list[list], headers: list[str]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
@@ -208,10 +244,10 @@ def track_table(board, track: str) -> str:
         return "No records for this track in this release."
     baseline = board.meta.get("baseline", "softmax")
     multi = len({r["profile"] for r in rows}) > 1
-    headers = (["profile"] if multi else []) + [
-        "task", "metric", "scorer", "mean [95% CI]", "items only", "n", f"Δ vs {baseline}",
-        "p (Holm)", "p (BH)", "p sign-flip", "tier", "rank",
-        "failures", "date", "harness", "hardware"]
+    headers = (["profile"] if multi else []) + ["task", "metric"] + labels(
+        "rows", ("scorer", "mean", "ci_items_low", "n", "delta_vs_baseline",
+                 "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip", "tier", "rank_low",
+                 "failures"), baseline) + ["date", "harness", "hardware"]
     body = []
     for r in rows:
         arrow = " ↓" if r["direction"] == "lower" else " ↑"
@@ -267,10 +303,9 @@ def overall_table(board) -> str:
     if not rows:
         return "No quality-track records in this release."
     multi = len({r["profile"] for r in rows}) > 1
-    headers = (["profile"] if multi else []) + [
-        "tier", "scorer", "score [95% CI]", "win rate", "rank", "tasks", "tier-1 tasks",
-        "failed cells",
-        "date", "harness", "hardware"]
+    headers = (["profile"] if multi else []) + labels(
+        "overall", ("tier", "scorer", "score", "win_rate", "rank_low", "n_tasks", "tier1_tasks",
+                    "n_failed")) + ["date", "harness", "hardware"]
     body = []
     for r in rows:
         body.append(([r["profile"]] if multi else []) + [
@@ -299,7 +334,7 @@ def claims_table(board) -> str:
              f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
              pval(r["p"]), str(r["n_seeds"]), claim_verdict_text(r)] for r in rows]
     return _table(body, ["claim", "text", "source", "profile", "scorer", "task / metric",
-                         "paper", "effect [95% CI]", "p (Holm)", "n", "verdict"])
+                         "paper", *labels("claims", ("effect",)), "p (Holm)", "n", "verdict"])
 
 
 def failed_cells_sentence(board) -> str:
@@ -433,14 +468,16 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
 
 
 def method_text(meta: dict) -> str:
-    from .stats import POWER, TIE_TOL, detectable_difference, seeds_needed
+    from .stats import POWER, REPRODUCE_RTOL, TIE_TOL, detectable_difference, seeds_needed
 
     alpha = meta["alpha"]
     return METHOD.format(n_boot=meta["n_boot"], baseline=meta["baseline"], alpha=alpha,
                          detail=DETAIL_MAX_SCORERS, tie_tol=meta.get("tie_tol", TIE_TOL),
                          power=meta.get("power", POWER), n_2sd=seeds_needed(2.0, alpha),
                          n_1sd=seeds_needed(1.0, alpha), n_halfsd=seeds_needed(0.5, alpha),
-                         d3=detectable_difference(1.0, 3, alpha)) + "\n" + PAPER_DIFFERENCES
+                         d3=detectable_difference(1.0, 3, alpha), rtol=REPRODUCE_RTOL
+                         ) + "\n**Columns**\n\n" + column_legend(meta["baseline"]) + "\n\n" \
+        + PAPER_DIFFERENCES
 
 
 def leaderboard_index(latest, latest_link: str, plots: list[str], plot_prefix: str,

@@ -8,6 +8,7 @@ its metrics and the problem is reported. Nothing raises on a bad file.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class Record:
     items: dict[str, np.ndarray]
     provenance: dict[str, Any] = field(default_factory=dict)
     anchors: dict[str, dict] = field(default_factory=dict)  # extra["anchors"]: metric -> floor/ceiling
+    digest: str = ""  # the first 16 hex digits of the SHA-256 of the record's JSON text
 
     @property
     def records_version(self) -> int:
@@ -238,7 +240,8 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
         if len(parts) > 1 and parts[0] == RELEASES_SUBDIR:
             continue
         try:
-            data = json.loads(read_record_text(file))
+            text = read_record_text(file)
+            data = json.loads(text)
         except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(Problem(rel, f"not readable as JSON: {exc}"))
             continue
@@ -247,6 +250,7 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
         except RecordError as exc:
             problems.append(Problem(rel, str(exc)))
             continue
+        record.digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         records.append(record)
         problems.extend(partial)
     return LoadedRecords(records, problems)

@@ -14,8 +14,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import markdown, plots
+from . import markdown, plots, stats
 from .aggregate import FRAMES, Board, aggregate
+from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -264,16 +265,58 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
                             "committed release takes only clean records")
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
     again = release_board(loaded, release, **kwargs).to_json()
+    n_used = meta.get("n_used", "?")
     if again == committed:
         return Reproduction(release, True, f"release {release}: {path} reproduced byte for byte "
-                                           f"from {meta.get('n_used', '?')} records in "
-                                           f"{results_dir}")
-    old, new = committed.splitlines(), again.splitlines()
-    line = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-    show = (lambda lines: lines[line].strip()[:200] if line < len(lines) else "<end of file>")
-    return Reproduction(release, False,
-                        f"release {release}: {path} differs from a republish of {results_dir} "
-                        f"({len(old)} vs {len(new)} lines); first difference at line {line + 1}:"
-                        f"\n  committed:   {show(old)}\n  republished: {show(new)}\n"
-                        "The records changed after the release was published, or were not "
-                        "committed with it; publish the release again from the committed records")
+                                           f"from {n_used} records in {results_dir}")
+    return _explain(release, path, results_dir, json.loads(committed), json.loads(again))
+
+
+def _explain(release: str, path: Path, results_dir, old: dict, new: dict,
+             shown: int = 10) -> Reproduction:
+    """Why a republish differs from the committed results.json: records that changed (and the
+    rows they feed), or, from the same records, the fields whose numbers moved and by how much."""
+    head = f"release {release}: {path} differs from a republish of {results_dir}"
+    old_records = old["meta"].pop("records", None)
+    new_records = new["meta"].pop("records", {})
+    diffs = differences(old, new)
+    first = "\n  ".join(str(d) for d in diffs[:shown])
+    more = f"\n  ... and {len(diffs) - shown} more" if len(diffs) > shown else ""
+    changes = record_changes(old_records, new_records) if old_records is not None else None
+    if changes:
+        listed = [f"{kind} {p}" for kind, paths in (("added", changes.added),
+                                                     ("removed", changes.removed),
+                                                     ("changed", changes.changed))
+                  for p in paths]
+        rows = rows_of_records(changes.paths, old.get("rows", []) + new.get("rows", []))
+        return Reproduction(release, False, (
+            f"{head}: {len(listed)} record(s) differ from those it was published from:\n  "
+            + "\n  ".join(listed[:shown]) + (f"\n  ... and {len(listed) - shown} more"
+                                            if len(listed) > shown else "")
+            + f"\nThe rows they feed ({len(rows)}): " + ", ".join(rows[:shown])
+            + (" ..." if len(rows) > shown else "")
+            + (f"\nFirst differing fields:\n  {first}{more}" if diffs else "")
+            + "\nCommit the records the release was published from, or publish the release "
+              "again from the committed records."))
+    if diffs and all(d.relative is not None and d.relative <= stats.REPRODUCE_RTOL
+                     for d in diffs):
+        worst = max(diffs, key=lambda d: d.relative)
+        return Reproduction(release, True, (
+            f"release {release}: {path} reproduced from the same records to the promised relative "
+            f"{stats.REPRODUCE_RTOL:g}: {len(diffs)} number(s) differ in their last digits "
+            f"(largest: {worst}); a library's arithmetic, not the records"))
+    if changes is None:   # a release from before record digests: judge by the per-seed values
+        same_records = not any(d.path.startswith("rows[") and (".values" in d.path
+                                                                or ".seeds" in d.path)
+                               for d in diffs)
+    else:
+        same_records = True
+    cause = ("The records are the same, so the arithmetic differs: the statistics code or a "
+             "library moved these numbers beyond the promised relative "
+             f"{stats.REPRODUCE_RTOL:g}. If that change is intended, publish the release again "
+             "from the committed records." if same_records else
+             "The per-seed values differ: the records changed after the release was published, "
+             "or were not committed with it; publish the release again from the committed "
+             "records.")
+    return Reproduction(release, False, f"{head}; {len(diffs)} field(s) differ:\n  {first}{more}"
+                                        f"\n{cause}")

@@ -21,6 +21,12 @@ enters through each seed's mean and is not counted twice.
 The items-only interval ("given these trained models") is a percentile bootstrap over items whose
 draws are shared by every seed when the seeds were evaluated on the same items; its generator is
 seeded by a hash of what is estimated (:func:`rng_for`), so republishing gives the same bytes.
+
+Precision: nothing here goes through BLAS or LAPACK (no matrix products, no decompositions); sums
+are numpy's fixed-order reductions and scipy's special functions, so a release's numbers are the
+same bits on any CPU, BLAS kernel and thread count for the same records and library versions.
+``publish --check`` holds a republished release to ``REPRODUCE_RTOL`` (relative) and names what
+differs; on the hosts tested it reproduces byte for byte.
 """
 from __future__ import annotations
 
@@ -34,19 +40,34 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
+# The method behind each statistic of a release, by the one name every legend uses for it (the
+# column titles of leaderboard.columns and the markdown method text name these and no others).
+METHODS = {
+    "seed_interval": "Student t interval",
+    "paired_test": "paired t test",
+    "exact_test": "exact sign-flip permutation test",
+    "items_interval": "percentile bootstrap over items",
+    "family_correction": "Holm",
+    "metric_correction": "Benjamini-Hochberg",
+    "overall_interval": "Student t interval with Welch-Satterthwaite degrees of freedom",
+    "power": "power of the paired t test",
+    "anchors": "fixed anchors",
+}
 ALPHA = 0.05
 POWER = 0.8
 N_BOOT = 4000
 # Differences with |d| <= TIE_TOL * max(1, |scale|) are zero: floating-point noise, not an effect.
 TIE_TOL = 1e-9
+# What results.json promises given the same records: every number to this relative precision (a
+# newer scipy may move a special function's last bits), everything else exactly.
+REPRODUCE_RTOL = 1e-9
 # The exact sign-flip test enumerates all 2^n sign patterns up to this many seeds.
 EXACT_SIGN_FLIP_MAX_N = 16
-# Items with at most this many distinct (joint) values are resampled exactly through multinomial
-# counts; otherwise exactly by index up to EXACT_ITEM_DRAWS draws (replicates x items x series),
-# and beyond that from the normal limit (see item_resample_means).
+# Items with at most this many distinct values are resampled exactly through multinomial counts;
+# otherwise exactly by index up to EXACT_ITEM_DRAWS draws (replicates x items), and beyond that
+# from the normal limit (see item_resample_means).
 MULTINOMIAL_MAX_VALUES = 256
 EXACT_ITEM_DRAWS = 2_000_000
-_CHUNK = 4_000_000
 
 
 def rng_for(*key) -> np.random.Generator:
@@ -270,75 +291,50 @@ def rank_intervals(scores: Mapping[str, float], higher_is_better: bool,
 
 def item_resample_means(x: np.ndarray, k: int, rng: np.random.Generator,
                         exact_draws: int = EXACT_ITEM_DRAWS) -> np.ndarray:
-    """``k`` bootstrap replicates of the item mean of each row of ``x`` (shape (m, n)), sharing the
-    resampled item indices across rows so that rows stay paired. Returns shape (k, m).
+    """``k`` bootstrap replicates of the mean of the items ``x`` (1-D), shape (k,).
 
     Three ways to the same distribution, cheapest first:
-    - few distinct item columns (0/1 outcomes): resampling n items with replacement is a
-      multinomial draw of how often each distinct column is picked, so
-      mean* = counts · columns / n, exactly;
-    - ``k * n * m <= exact_draws``: resample item indices;
-    - otherwise the central-limit law of the resampled mean, N(x̄, Σ/n) with Σ the (ddof=0)
-      covariance of the rows' items, which the exact bootstrap approaches for the item counts
-      where it is used (hundreds of continuous-valued items and more).
+    - few distinct values (0/1 outcomes, means of a few seeds' outcomes): resampling n items with
+      replacement is a multinomial draw of how often each distinct value v_j is picked, so
+      mean* = sum_j c_j v_j / n, exactly;
+    - ``k * n <= exact_draws``: resample item indices;
+    - otherwise the central-limit law of the resampled mean, N(x̄, s²/n) with s² the (ddof=0)
+      variance of the items, which the exact bootstrap approaches for the item counts where it is
+      used (hundreds of thousands of continuous-valued draws and more).
+
+    Host-independent: elementwise products and numpy's fixed-order (pairwise) sums only, no BLAS
+    or LAPACK, so the replicates are the same bits on every CPU, BLAS kernel and thread count.
     """
-    x = np.asarray(x, dtype=np.float64)
-    m, n = x.shape
+    x = np.asarray(x, dtype=np.float64).ravel()
+    n = x.size
     if k == 0:
-        return np.zeros((0, m))
+        return np.zeros(0)
     if n == 1:
-        return np.repeat(x[:, 0][None, :], k, axis=0)
-    distinct = _distinct_columns(x)
-    if distinct is not None:
-        columns, inverse = distinct
-        share = np.bincount(inverse, minlength=columns.shape[1]) / n
+        return np.full(k, x[0])
+    values, inverse = np.unique(x, return_inverse=True)
+    if len(values) <= MULTINOMIAL_MAX_VALUES:
+        share = np.bincount(np.ravel(inverse), minlength=len(values)) / n
         counts = rng.multinomial(n, share, size=k)
-        return counts @ columns.T / n
-    if k * n * m <= exact_draws:
-        step = max(1, _CHUNK // (n * m))
-        rows = []
-        for start in range(0, k, step):
-            idx = rng.integers(0, n, size=(min(step, k - start), n))
-            rows.append(x[:, idx].mean(axis=2).T)
-        return np.concatenate(rows, axis=0)
-    mean = x.mean(axis=1)
-    centred = x - mean[:, None]
-    cov = centred @ centred.T / n**2
-    w, v = np.linalg.eigh(cov)
-    scale = v * np.sqrt(np.clip(w, 0.0, None))
-    return mean + rng.standard_normal((k, m)) @ scale.T
-
-
-def _distinct_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(distinct columns of ``x``, index of each column's distinct column), or None when there are
-    more than MULTINOMIAL_MAX_VALUES of them."""
-    key = np.zeros(x.shape[1], dtype=np.int64)
-    radix = 1
-    for row in x:
-        values, code = np.unique(row, return_inverse=True)
-        radix *= len(values)
-        if len(values) > MULTINOMIAL_MAX_VALUES or radix > 2**62:
-            return None
-        key = key * len(values) + np.ravel(code)
-    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if len(keys) > MULTINOMIAL_MAX_VALUES:
-        return None
-    return x[:, first], np.ravel(inverse)
+        return (counts * values).sum(axis=1) / n
+    if k * n <= exact_draws:
+        return x[rng.integers(0, n, size=(k, n))].mean(axis=1)
+    return x.mean() + x.std() / math.sqrt(n) * rng.standard_normal(k)
 
 
 def items_interval(items: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator,
                    alpha: float = ALPHA) -> tuple[float, float]:
     """"Given these trained models": the percentile bootstrap interval of the mean over seeds of
     each seed's item mean, resampling items only. When every seed has the same number of items
-    (the same evaluation items at every seed) one draw of item indices is shared by all seeds;
-    otherwise each seed's items are resampled on their own."""
-    groups = [np.asarray(it, dtype=np.float64) for it in items]
+    (the same evaluation items at every seed) one draw of item indices is shared by all seeds,
+    which is the bootstrap of the per-item mean over seeds (the mean over seeds of resampled item
+    means is the resampled mean of the items' means over seeds); otherwise each seed's items are
+    resampled on their own."""
+    groups = [np.asarray(it, dtype=np.float64).ravel() for it in items]
     if not groups or any(g.size == 0 for g in groups):
         return (math.nan, math.nan)
     if len({g.size for g in groups}) == 1:
-        reps = item_resample_means(np.stack(groups), n_boot, rng).mean(axis=1)
+        reps = item_resample_means(np.stack(groups).mean(axis=0), n_boot, rng)
     else:
-        reps = np.mean([item_resample_means(g[None, :], n_boot, rng)[:, 0] for g in groups],
-                       axis=0)
+        reps = np.mean([item_resample_means(g, n_boot, rng) for g in groups], axis=0)
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return (float(lo), float(hi))

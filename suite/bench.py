@@ -370,6 +370,12 @@ def bench_scorers(names: list[str], config: ScorerBenchConfig,
     return result
 
 
+def _ms(seconds: float) -> float:
+    """A time in milliseconds to 7 significant digits: a tiny shape's tens of microseconds keep
+    the precision the ratios are computed with."""
+    return float(f"{seconds * 1e3:.7g}")
+
+
 def _ratio(x: float | None, base: float | None) -> float | None:
     if x is None or base is None or base <= 0:
         return None
@@ -458,10 +464,10 @@ def scorer_outcome(result: ScorerBench, name: str) -> Outcome:
     extra = {
         "paths": {r["shape"]: {"attend": r["attend_path"], "fast": r["fast_path"],
                                "best": r["best_variant"]} for r in mine},
-        "times_ms": {label: {key: [round(t * 1e3, 4) for t in v.times]
+        "times_ms": {label: {key: [_ms(t) for t in v.times]
                              for key, v in result.variants[label].get(name, {}).items()}
                      for label in result.variants},
-        "reference_ms": {label: [round(t * 1e3, 4) for t in ref.times]
+        "reference_ms": {label: [_ms(t) for t in ref.times]
                          for label, ref in result.reference.items()},
         "reference_peak_mb": {label: (ref.peak_bytes / 2**20 if ref.peak_bytes else None)
                               for label, ref in result.reference.items()},
@@ -715,9 +721,9 @@ def train_outcome(result: TrainBench, name: str) -> Outcome:
     if not any(k.startswith("step_ratio_") for k in metrics):
         error = "; ".join(notes) or "no backbone could be measured"
     extra = {
-        "times_ms": {bb: [round(t * 1e3, 4) for t in found[name].times]
+        "times_ms": {bb: [_ms(t) for t in found[name].times]
                      for bb, found in result.variants.items() if name in found},
-        "softmax_times_ms": {bb: [round(t * 1e3, 4) for t in found["softmax"].times]
+        "softmax_times_ms": {bb: [_ms(t) for t in found["softmax"].times]
                              for bb, found in result.variants.items() if "softmax" in found},
         "paths": result.paths.get(name, {}),
         "tokens_per_step": result.tokens,

@@ -229,7 +229,20 @@ class ICLQuantifiers(Task):
             if keys:
                 items[name] = [v for k in keys for v in items[k]]
                 metrics[name] = mean_of(items[name])
+        undefined_entropy_is_not_applicable(metrics, items, extra)
         return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+
+
+def undefined_entropy_is_not_applicable(metrics: dict, items: dict, extra: dict) -> None:
+    """A deviant-entropy metric with a sequence whose rows after the deviant carry no attention
+    mass (a scorer whose weights can all be zero, e.g. relu) is n/a for the cell: dropped from
+    ``metrics`` and ``items``, with the reason once in ``extra["not_applicable"]``."""
+    for name in [k for k, its in items.items() if k.endswith("deviant_entropy") and None in its]:
+        extra.setdefault("not_applicable", {})[name] = (
+            f"{items[name].count(None)} of {len(items[name])} deviant sequences leave no "
+            "attention mass on the rows after the deviant (all weights zero), where the entropy "
+            "of |w| / sum |w| is undefined")
+        del metrics[name], items[name]
 
 
 def evaluate_grid(model, quantifier: str, cfg: QuantifiersConfig, seed: int, trained_points: int,

@@ -24,6 +24,7 @@ from tasks.icl_quantifiers import (
     paper_fixed_sequence,
     paper_variant_sequences,
     sample_sequences,
+    undefined_entropy_is_not_applicable,
 )
 from tasks.icl_training import build_model, train
 from tasks.training import generator
@@ -185,6 +186,20 @@ def test_deviant_test_on_uniform_attention():
         assert abs(result[name][0] - sum(expected) / len(positions)) < 1e-6
     assert grids["some_deviant_weight"]["cols"] == ["none", 10.0, -1000.0]
     assert len(result["deviant_error"][1]) == len(positions) * 2 * cfg.eval_sequences
+
+
+def test_an_undefined_deviant_entropy_is_not_applicable_with_its_reason():
+    metrics = {"some_deviant_entropy": 1.5, "deviant_entropy": 1.5, "deviant_weight": 0.2}
+    items = {"some_deviant_entropy": [1.0, None, 2.0], "deviant_entropy": [1.0, None, 2.0],
+             "deviant_weight": [0.1, 0.0, 0.5]}
+    extra = {}
+    undefined_entropy_is_not_applicable(metrics, items, extra)
+    assert metrics == {"deviant_weight": 0.2} and list(items) == ["deviant_weight"]
+    assert set(extra["not_applicable"]) == {"some_deviant_entropy", "deviant_entropy"}
+    assert extra["not_applicable"]["deviant_entropy"].startswith("1 of 3 deviant sequences")
+    defined = {"deviant_entropy": [1.0, 2.0]}
+    undefined_entropy_is_not_applicable({"deviant_entropy": 1.5}, defined, extra := {})
+    assert defined == {"deviant_entropy": [1.0, 2.0]} and extra == {}
 
 
 def _declared_and_consistent(task, result):

@@ -3,8 +3,12 @@ refused for leaderboard/releases, stale records superseded, and the reproduction
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from leaderboard_fakes import make_record, populate, write_record
 
@@ -129,3 +133,91 @@ def test_the_repository_check_passes():
     repo = Path(__file__).resolve().parent.parent
     outcome = reproduce(repo / "leaderboard" / "records", repo / "leaderboard" / "releases")
     assert outcome.ok, outcome.message
+
+
+def test_check_names_a_changed_record_and_the_rows_it_feeds(tmp_path, capsys):
+    records = populate_and_return(tmp_path / "records")
+    releases = tmp_path / "leaderboard" / "releases"
+    publish(records, "r1", releases, n_boot=N_BOOT)
+    old = json.loads(sorted((records / "icl_linear" / "ssa").glob("*.json"))[0].read_text())
+    items = old["items"]["error"]
+    items[items.index(0.0)] = 1.0   # one more item wrong
+    error = float(np.mean(items))
+    target = write_record(records, make_record(
+        "icl_linear", "ssa", old["cell"]["seed"], {"error": error, "accuracy": 1 - error},
+        items={"error": items}, grids=old["grids"]))
+    capsys.readouterr()
+    assert check(records, releases) == 1
+    out = capsys.readouterr().out
+    assert f"changed {target.relative_to(records).as_posix()}" in out
+    assert "icl_linear/error/ssa" in out and "icl_linear/error/softmax" not in out
+    assert "rows[cpu/icl_linear/error/ssa].mean: committed" in out
+
+
+def test_check_tells_last_digit_arithmetic_from_a_real_change(tmp_path, capsys):
+    records = populate_and_return(tmp_path / "records")
+    releases = tmp_path / "leaderboard" / "releases"
+    publish(records, "r1", releases, n_boot=N_BOOT)
+    path = releases / "r1" / "results.json"
+    pristine = json.loads(path.read_text())
+    for rel, expected, message in ((1e-13, 0, "differ in their last digits"),
+                                   (1e-6, 1, "The records are the same, so the arithmetic")):
+        data = json.loads(json.dumps(pristine))
+        data["rows"][0]["ci_low"] *= 1 + rel
+        path.write_text(json.dumps(data, indent=1))
+        capsys.readouterr()
+        assert check(records, releases) == expected
+        out = capsys.readouterr().out
+        assert message in out
+        row = data["rows"][0]
+        assert f"rows[cpu/{row['task']}/{row['metric']}/{row['scorer']}].ci_low" in out
+
+
+# Each BLAS kernel CI's hosts may pick, and both thread counts (the statistics code of
+# 2026-12-01 gave other last digits under Haswell than under SkylakeX on the items below).
+HOSTS = [{"OPENBLAS_CORETYPE": None, "OPENBLAS_NUM_THREADS": "2"},
+         {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"},
+         {"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "2"},
+         {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "2"}]
+
+
+def host_env(host: dict) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS",
+                        "OMP_NUM_THREADS")}
+    env.update({k: v for k, v in host.items() if v is not None})
+    env["OMP_NUM_THREADS"] = host["OPENBLAS_NUM_THREADS"]
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                         env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_check_passes_byte_for_byte_under_every_blas_kernel_and_thread_count(tmp_path):
+    """Items of every kind the items-only bootstrap meets: 0/1 outcomes (multinomial counts),
+    continuous values (index resampling) and many continuous values (the normal limit),
+    published in this process and checked by fresh processes on other BLAS kernels."""
+    rng = np.random.default_rng(11)
+    records = tmp_path / "records"
+    for scorer, shift in (("softmax", 0.0), ("ssa", 0.1), ("relu", -0.2)):
+        for seed in range(3):
+            few = (rng.random(300) < 0.3 + shift).astype(float).tolist()
+            some = rng.gamma(2.0, size=300).tolist()
+            many = (rng.normal(size=6000) + shift).tolist()
+            write_record(records, make_record(
+                "icl_linear", scorer, seed,
+                {"error": float(np.mean(few)), "mse": float(np.mean(some)),
+                 "loss": float(np.mean(many))},
+                specs={"error": {"direction": "lower", "headline": True},
+                       "mse": {"direction": "lower", "headline": False},
+                       "loss": {"direction": "lower", "headline": False}},
+                items={"error": few, "mse": some, "loss": many}))
+    releases = tmp_path / "leaderboard" / "releases"
+    publish(records, "r1", releases, n_boot=1000)
+    checks = [(host, subprocess.Popen(
+        [sys.executable, "-m", "suite.cli", "publish", "--check", "--results", str(records),
+         "--out", str(releases)], env=host_env(host), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)) for host in HOSTS]
+    for host, proc in checks:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, (host, out, err)
+        assert "reproduced byte for byte" in out, (host, out)

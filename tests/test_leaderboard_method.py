@@ -189,3 +189,38 @@ def test_method_text_ends_with_the_differences_from_the_paper():
                    "in expectation only", "[1, −1, −2, 1000]", "−70 at point 6 and 70000 at point 8",
                    "`mse_T9_id`", "`mse_T9_shifted`", "fp32 in every profile", "`headline_metrics`"):
         assert phrase in block, phrase
+
+
+# Words that name a statistical method; a column title may use only those of its own method.
+METHOD_WORDS = ("bootstrap", "student t", "paired t", "sign-flip", "permutation", "wilcoxon",
+                "mann-whitney", "bca", "stratified", "welch", "holm", "benjamini", "z test",
+                "percentile", "anchors", "best scorer of a task", "replicates")
+
+
+def test_every_column_title_names_the_method_its_statistic_uses():
+    from leaderboard.columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
+    from leaderboard.stats import METHODS
+
+    fields = [*FIELDS["rows"].values(), *FIELDS["overall"].values(), *CLAIM_FIELDS.values(),
+              *MARKDOWN_FIELDS.values()]
+    corrections = METHODS["family_correction"] + " " + METHODS["metric_correction"]
+    for f in fields:
+        title = f.title.lower()
+        for method in f.methods:
+            assert METHODS[method].lower() in title, (f.key, f.title)
+        allowed = " ".join([METHODS[m] for m in f.methods] + [corrections]).lower()
+        for word in METHOD_WORDS:
+            if word in title:
+                assert word in allowed, f"{f.key}: {f.title!r} names {word!r}, not its method"
+
+
+def test_the_markdown_legend_and_the_page_read_one_definition(tmp_path):
+    from leaderboard import html
+    from leaderboard.columns import FIELDS
+
+    write_table(tmp_path, {"softmax": [0.3, 0.31, 0.29], "ssa": [0.2, 0.21, 0.22]})
+    readme = release_readme(build_board(tmp_path, n_boot=200), [])
+    for key in ("mean", "p_vs_baseline_holm", "rank_low"):
+        assert FIELDS["rows"][key].title in readme
+    assert html.FIELDS is FIELDS
+    assert "95% bootstrap interval" not in readme and "0 = worst" not in readme

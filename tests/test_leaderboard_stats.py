@@ -127,12 +127,31 @@ def test_items_interval_shares_draws_across_seeds():
 
 def test_multinomial_resampling_equals_index_resampling_in_distribution():
     rng = np.random.default_rng(4)
-    x = rng.binomial(1, [[0.3], [0.2]], size=(2, 400)).astype(float)  # two paired series
-    fast = stats.item_resample_means(x, 10000, stats.rng_for("m1"))
-    idx = stats.rng_for("m3").integers(0, 400, size=(10000, 400))
-    slow = x[:, idx].mean(axis=2).T
-    np.testing.assert_allclose(fast.mean(axis=0), slow.mean(axis=0), atol=2e-3)
-    np.testing.assert_allclose(np.cov(fast.T), np.cov(slow.T), rtol=0.05, atol=2e-5)
+    x = rng.binomial(1, 0.3, size=400).astype(float)
+    fast = stats.item_resample_means(x, 20000, stats.rng_for("m1"))
+    slow = x[stats.rng_for("m3").integers(0, 400, size=(20000, 400))].mean(axis=1)
+    assert fast.mean() == pytest.approx(slow.mean(), abs=1e-3)
+    assert fast.var() == pytest.approx(slow.var(), rel=0.05)
+    assert fast.var() == pytest.approx(x.var() / 400, rel=0.05)   # the bootstrap variance
+
+
+def test_normal_limit_matches_index_resampling_in_distribution():
+    x = np.random.default_rng(5).gamma(2.0, size=3000)
+    limit = stats.item_resample_means(x, 20000, stats.rng_for("n1"), exact_draws=0)
+    exact = stats.item_resample_means(x, 20000, stats.rng_for("n2"), exact_draws=10**9)
+    assert limit.mean() == pytest.approx(exact.mean(), rel=1e-3)
+    assert limit.std() == pytest.approx(exact.std(), rel=0.03)
+
+
+def test_shared_items_bootstrap_is_the_bootstrap_of_the_per_item_mean():
+    """Resampling the same item indices in every seed and averaging the seeds' resampled means
+    is, replicate by replicate, resampling the items' means over seeds."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(4, 300))
+    idx = rng.integers(0, 300, size=(50, 300))
+    joint = x[:, idx].mean(axis=2).mean(axis=0)
+    per_item = x.mean(axis=0)[idx].mean(axis=1)
+    np.testing.assert_allclose(joint, per_item, rtol=1e-13)
 
 
 def test_rng_is_keyed_not_global():

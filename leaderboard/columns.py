@@ -1,0 +1,134 @@
+"""Every column a release shows, defined once: its header, what it means (the HTML header's
+``title`` and the markdown release's column legend) and its format. A title names the statistic
+behind its column by the name :data:`leaderboard.stats.METHODS` gives it, so the page, the
+markdown and the statistics module say the same thing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .stats import METHODS
+
+
+@dataclass(frozen=True)
+class Field:
+    """A results.json field as a column: its header, its header's ``title`` (what it means and
+    which direction is better) and its format: ``ci`` (value and interval, from ``lo``/``hi``),
+    ``num``, ``delta`` (signed), ``p``, ``int``, ``rank`` (from ``lo``/``hi``), ``text``.
+    ``decimals`` fixes the decimal places; by default the page picks them per column from the
+    values. ``methods``: the keys of :data:`~leaderboard.stats.METHODS` the title names."""
+
+    key: str
+    label: str
+    title: str
+    fmt: str = "num"
+    lo: str | None = None
+    hi: str | None = None
+    decimals: int | None = None
+    methods: tuple[str, ...] = ()
+
+
+def _fields(*fields: Field) -> dict[str, Field]:
+    return {f.key: f for f in fields}
+
+
+# Row fields (results.json "rows") and overall fields ("overall"), one line each.
+FIELDS = {
+    "rows": _fields(
+        Field("scorer", "scorer", "The attention scoring function (hover for its family and "
+              "formula).", "text"),
+        Field("mean", "mean [95% CI]", f"Mean over seeds and its 95% "
+              f"{METHODS['seed_interval']} over the seed values (grey); the arrow after the "
+              "metric says which direction is better. † = over surviving seeds only.", "ci",
+              "ci_low", "ci_high", methods=("seed_interval",)),
+        Field("n", "n", "Seeds whose cell finished ok with a value; more is better.", "int"),
+        Field("delta_vs_baseline", "Δ vs {baseline}", "Mean paired difference to the baseline "
+              "on shared seeds; better/worse: corrected p ≤ α in the metric's direction and at "
+              "least the metric's minimum effect, n.s.: not significant.", "delta"),
+        Field("p_vs_baseline_holm", "p (Holm)", f"p of the two-sided {METHODS['paired_test']} "
+              f"vs the baseline on the per-seed differences, {METHODS['family_correction']}-"
+              "corrected across a profile's headline metrics; smaller = stronger evidence of a "
+              "difference.", "p", methods=("paired_test",)),
+        Field("p_signflip", "p sign-flip", f"p of the {METHODS['exact_test']} over per-seed "
+              "differences (uncorrected); cannot go below 2^(1-n), 0.25 at three seeds.", "p",
+              methods=("exact_test",)),
+        Field("tier", "tier", "Tier 1 = not distinguishable from the best scorer of this metric "
+              f"({METHODS['family_correction']}-corrected {METHODS['paired_test']}s against the "
+              "leader, in score order); lower is better. n/a: fewer than two seeds.", "int",
+              methods=("paired_test",)),
+        Field("rank_low", "rank", "Interval of the scorer's rank from pairwise "
+              f"{METHODS['paired_test']}s ({METHODS['family_correction']}-corrected): 1 + the "
+              "scorers significantly better, to the count of scorers minus those significantly "
+              "worse; 1 = best, lower is better.", "rank", "rank_low", "rank_high",
+              methods=("paired_test",)),
+        Field("failures", "failures", "Cells that diverged, went nan/oom/timeout/error or "
+              "lacked the metric; 0 is best.", "text"),
+        Field("provenance", "provenance", "Date, harness git commit and hardware of the "
+              "records (click to expand).", "text"),
+    ),
+    "overall": _fields(
+        Field("scorer", "scorer", "The attention scoring function (hover for its family and "
+              "formula).", "text"),
+        Field("score", "score [95% CI]", "Mean normalized headline score over the tasks the "
+              f"scorer ran (each metric on {METHODS['anchors']}: 0 = the task's floor, chance or "
+              "the trivial predictor; 1 = its ceiling, perfect), with its 95% "
+              f"{METHODS['overall_interval']} (grey); higher is better.", "ci", "ci_low",
+              "ci_high", methods=("overall_interval", "anchors")),
+        Field("tier", "tier", "Tier 1 = not statistically distinguishable from the best "
+              f"overall score ({METHODS['family_correction']}-corrected "
+              f"{METHODS['paired_test']}s on per-task differences, step by step); lower is "
+              "better.", "int", methods=("paired_test",)),
+        Field("rank_low", "rank", "Interval of the scorer's overall rank from pairwise "
+              f"{METHODS['paired_test']}s on per-task differences "
+              f"({METHODS['family_correction']}-corrected); 1 = best, lower is better.", "rank",
+              "rank_low", "rank_high", methods=("paired_test",)),
+        Field("n_tasks", "tasks", "Quality tasks in the score; a task whose cells all failed "
+              "counts 0, n/a tasks do not count.", "int"),
+        Field("tier1_tasks", "tier-1 tasks", "Tasks (by headline metric) where the scorer is in "
+              "tier 1; higher is better.", "int"),
+        Field("n_failed", "failed cells", "Failed cells of all cells run (by failure kind); 0 "
+              "is best.", "text"),
+        Field("provenance", "provenance", "Date, harness git commit and hardware of the "
+              "records (click to expand).", "text"),
+    ),
+}
+# Claims (results.json "claims", when present): one paper claim tested on this release.
+CLAIM_FIELDS = _fields(
+    Field("id", "id", "Identifier of the claim.", "text"),
+    Field("claim", "claim", "What the paper claims, in one sentence.", "text"),
+    Field("verdict", "verdict", "supported: the data agree with significance; not supported: no "
+          "significant effect; contradicted: a significant effect the other way; not run: no "
+          "records.", "text"),
+    Field("effect", "effect [95% CI]", "Measured difference scorer − baseline on the metric, "
+          f"with its 95% {METHODS['seed_interval']} over the per-seed differences (grey); its "
+          "sign is read with the direction column.", "ci", "ci_low", "ci_high",
+          methods=("seed_interval",)),
+    Field("p", "p", f"p of the {METHODS['paired_test']} ({METHODS['family_correction']}-"
+          "corrected); smaller = stronger evidence.", "p", methods=("paired_test",)),
+    Field("detectable", "detectable", "Smallest difference the seeds run could detect "
+          f"({METHODS['power']}, 80%); an effect below it is not evidence of no effect. "
+          "Smaller is better.", "num", methods=("power",)),
+    Field("n_seeds", "seeds", "Seeds in the test; more is better.", "int"),
+    Field("scorer", "scorer", "The scorer the claim is about.", "text"),
+    Field("baseline", "baseline", "What the scorer is compared with.", "text"),
+    Field("task", "task", "Task the claim is tested on.", "text"),
+    Field("metric", "metric", "Metric compared.", "text"),
+    Field("direction", "direction", "Which direction of the metric the claim says is better.",
+          "text"),
+    Field("test", "test", "Statistical test used.", "text"),
+    Field("paper", "paper", "What the paper reports (value or reference).", "text"),
+    Field("profile", "profile", "Suite profile the records come from.", "text"),
+    Field("source", "source", "Where the claim is stated.", "text"),
+)
+# Columns only the markdown tables show (the page shows these numbers in other forms).
+MARKDOWN_FIELDS = _fields(
+    Field("ci_items_low", "items only", f"Given these trained models: the {METHODS['items_interval']}"
+          " of the mean over seeds, one item draw shared by the seeds evaluated on the same items;"
+          " how much the evaluation set alone moves the number.", "ci", "ci_items_low",
+          "ci_items_high", methods=("items_interval",)),
+    Field("p_vs_baseline_bh", "p (BH)", f"p of the {METHODS['paired_test']} vs the baseline, "
+          f"{METHODS['metric_correction']}-corrected across the scorers compared on one metric.",
+          "p", methods=("paired_test",)),
+    Field("win_rate", "win rate", "HELM's mean win rate: per headline metric of the overall, the "
+          "share of other scorers this one beats on the mean (ties count half), averaged.",
+          "num"),
+)
