@@ -35,7 +35,7 @@ class Problem:
 
 @dataclass
 class Record:
-    """One validated result record (see the result-record contract in DESIGN.md)."""
+    """One validated result record (schema: docs/records.md)."""
 
     path: str
     cell_id: str

@@ -4,7 +4,7 @@ Shapes are (B, H, L, D); ``mask`` is boolean and broadcastable to (B, H, Lq, Lk)
 Logits-kind scorers implement ``weights(s, mask)`` on logits ``s = q k^T / sqrt(d)``; module-kind
 scorers override ``attend`` and expose ``weights_from_qk`` for probes and tests.
 
-Fully-masked rows follow one policy for every scorer (SCORERS.md section 0): their logits are
+Fully-masked rows follow one policy for every scorer (docs/scorers.md#fully-masked-rows): their logits are
 replaced by an all-visible row of zeros, the scorer runs, then their weights and outputs are zeroed.
 """
 from __future__ import annotations

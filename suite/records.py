@@ -1,4 +1,4 @@
-"""The result record: one JSON document per cell. The schema is documented in ``suite/SCHEMA.md``.
+"""The result record: one JSON document per cell. The schema is documented in ``docs/records.md``.
 
 This module is pure standard library (no torch), so the leaderboard can validate records with it.
 """
@@ -47,7 +47,7 @@ GRID_FIELDS = ("rows_name", "cols_name", "rows", "cols", "values")
 
 
 class RecordError(ValueError):
-    """A record does not follow the schema of ``suite/SCHEMA.md``; the message names the field."""
+    """A record does not follow the schema of ``docs/records.md``; the message names the field."""
 
 
 def canonical_json(obj: Any) -> str:

@@ -157,7 +157,7 @@ def _summary_line(tb: str) -> str:
 
 def build_record(cell: Cell, status: str, message: str, step: int | None, out: dict,
                  metric_specs: dict, provenance: dict) -> dict:
-    """The one builder of a record (suite/SCHEMA.md) for every cell, whatever ran it; ``out``
+    """The one builder of a record (docs/records.md) for every cell, whatever ran it; ``out``
     holds the result's ``metrics``, ``grids``, ``items`` and ``extra`` (missing ones are empty)."""
     return {
         "schema_version": SCHEMA_VERSION, "cell_id": cell.id, "cell": cell.to_dict(),
@@ -236,7 +236,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
     except RecordError as e:
         record.update(status="error", metrics={}, grids={}, items={}, extra={},
                       message=f"the task returned a result that does not fit the record schema "
-                              f"(suite/SCHEMA.md): {e}")
+                              f"(docs/records.md): {e}")
         return validate_record(record)
 
 

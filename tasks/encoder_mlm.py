@@ -38,7 +38,7 @@ from .training import (AdamW, Divergence, accumulated_backward, autocast, derive
 
 @dataclass
 class EncoderMLMConfig:
-    """Defaults: BabyBERTa (phueb/BabyBERTa ``params.py``) on the staged AO-CHILDES; TASKS.md (e)."""
+    """Defaults: BabyBERTa (phueb/BabyBERTa ``params.py``) on the staged AO-CHILDES; docs/tasks.md#encoder_mlm."""
 
     # model
     n_layer: int = 8
@@ -208,7 +208,7 @@ def _metrics() -> dict[str, Metric]:
 
 @register_task("encoder_mlm")
 class EncoderMLM(Task):
-    """BabyBERTa on AO-CHILDES (masked LM), probed with Zorro; TASKS.md (e)."""
+    """BabyBERTa on AO-CHILDES (masked LM), probed with Zorro; docs/tasks.md#encoder_mlm."""
 
     version = 2  # 2: AdamW without bias correction, the one divergence rule, "don't cha" merged
     track = "encoder"

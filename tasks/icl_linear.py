@@ -1,6 +1,6 @@
 """``icl_linear``: learn f(x) = a x + b in context; input and function shift against the optimal baseline.
 
-Data (TASKS.md (b)): x_t ~ N(0, 1); per sequence a, b ~ N(0, 1); y_t = a x_t + b, noise-free. The model
+Data (docs/tasks.md#icl_linear): x_t ~ N(0, 1); per sequence a, b ~ N(0, 1); y_t = a x_t + b, noise-free. The model
 reads (x_1, y_1, ..., x_T, y_T) and predicts y_t at the x_t token; loss = MSE over all positions.
 
 Evaluation: for T in ``eval_points`` (paper 9; scorebench also 41), sigma_x in ``eval_sigma_x`` x sigma in
@@ -13,7 +13,7 @@ cell; every function is applied to the same ``eval_sequences`` x-sequences. MSE 
   minimum-norm solution when t - 1 = 1, prediction 0 when t = 1; exact from t - 1 = 2 on (noise-free);
 - the zero predictor, expected MSE sigma^2 (sigma_x^2 + 1).
 
-Headlines are the paper's cell (TASKS.md (b)): raw MSE at T = 9, in distribution (sigma_x = sigma = 1)
+Headlines are the paper's cell (docs/tasks.md#icl_linear): raw MSE at T = 9, in distribution (sigma_x = sigma = 1)
 and the mean raw MSE over the shifted cells of the T = 9 grid (sigma_x > 1 or sigma > 1); T = 9 must be
 an eval point within the training lengths. Their score anchors are the zero predictor's MSE on the same
 cells (floor, in ``extra["anchors"]``) and 0 (ceiling). Secondary: the same at T = 41 (when it is an
@@ -142,7 +142,7 @@ RAW = {PAPER_POINTS: ("mse_T9_id", "mse_T9_shifted"), LONG_POINTS: ("mse_T41_sig
 
 @register_task("icl_linear")
 class ICLLinear(Task):
-    """f(x) = a x + b in context; MSE on the sigma_x x sigma grid with least-squares and zero baselines; TASKS.md (b)."""
+    """f(x) = a x + b in context; MSE on the sigma_x x sigma grid with least-squares and zero baselines; docs/tasks.md#icl_linear."""
 
     version = 2
     track = "icl"

@@ -1,6 +1,6 @@
 """``icl_quantifiers``: learn "every" / "some" in context, then measure length, scale and outlier shift.
 
-Data (TASKS.md (a)): x_t ~ N(0, 1); labels at every prefix, strict positivity:
+Data (docs/tasks.md#icl_quantifiers): x_t ~ N(0, 1); labels at every prefix, strict positivity:
 
     every: y_t = +1 if x_1..x_t are all > 0 else -1
     some:  y_t = +1 if any of x_1..x_t is > 0 else -1
@@ -183,7 +183,7 @@ def _declare() -> dict[str, Metric]:
 
 @register_task("icl_quantifiers")
 class ICLQuantifiers(Task):
-    """"every" / "some" in context; sequence error under length and magnitude shift; TASKS.md (a)."""
+    """"every" / "some" in context; sequence error under length and magnitude shift; docs/tasks.md#icl_quantifiers."""
 
     version = 2
     track = "icl"

@@ -19,7 +19,7 @@ from .training import (Divergence, accumulated_backward, autocast, derive_seed, 
 
 @dataclass
 class ICLTaskConfig:
-    """Fields shared by the ICL tasks; defaults are the paper's setting (TASKS.md (a), (c))."""
+    """Fields shared by the ICL tasks; defaults are the paper's setting (docs/tasks.md#paper-sizes)."""
 
     # backbone
     n_layer: int = 12

@@ -17,7 +17,7 @@ measured as they run), ``rows`` random rows per cell with q, k ~ N(0, I) in ``he
 Scaling the logits by lambda is done by scaling q, and the dominant logit by moving key 0 along q; both
 go through the scorer's ``weights_from_qk``, so logits-kind and module-kind scorers (cosformer,
 linear_elu) are treated alike. For logits-kind scorers, the fixed example row
-``example_logits`` = [1, 0.5, -0.3, 0.2] (SCORERS.md section 4.11) is also measured through
+``example_logits`` = [1, 0.5, -0.3, 0.2] (docs/scorers.md#ssa-limits) is also measured through
 ``weights_from_logits``; it is not applicable to module-kind scorers, whose weights are not a function
 of the logits. Scorer parameters are at their initial values.
 

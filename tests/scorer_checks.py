@@ -1,4 +1,4 @@
-"""Reusable checks that every scorer must pass (SCORERS.md section 4, items 1-10).
+"""Reusable checks that every scorer must pass (docs/scorers.md#scorer-checks, items 1-10).
 
 Each ``check_*(name, kwargs, reference=None)`` raises AssertionError on failure. ``reference`` is a
 callable ``(scorer, q, k, mask) -> float64 numpy weights``; built-in scorers have one in
@@ -33,7 +33,7 @@ VARIANTS = {
     "stick_breaking": [{"attend_current": False}],
 }
 
-# Documented bounds of unnormalized scorers (SCORERS.md section 4 item 3): (min, max) of each weight.
+# Documented bounds of unnormalized scorers (docs/scorers.md#scorer-checks, item 3): (min, max) of each weight.
 WEIGHT_BOUNDS = {"sigmoid": (0.0, 1.0), "relu": (0.0, math.inf), "relu2": (0.0, math.inf)}
 
 # bisection with n_iter steps is accurate to about 2^-n_iter, not to fp64 round-off.

@@ -1,4 +1,4 @@
-"""Independent float64 (numpy) references of every built-in scorer, written from SCORERS.md.
+"""Independent float64 (numpy) references of every built-in scorer, written from docs/scorers.md.
 
 A row reference maps the visible logits x of one row (in key order) and the scorer's settings for
 that head to the weights of those keys; a matrix reference maps (q, k, mask) to all weights.

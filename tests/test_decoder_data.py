@@ -1,4 +1,4 @@
-"""Decoder data: corpora preparation and counts (TASKS.md (d)), the WikiText detokenizer, data
+"""Decoder data: corpora preparation and counts (docs/tasks.md#decoder_lm), the WikiText detokenizer, data
 file verification errors, the tokenizer and the processed-form cache keys."""
 from __future__ import annotations
 

@@ -280,7 +280,7 @@ def test_hellaswag_capitalisation_count_and_brackets_match_tasks_md():
     contexts = lines[0:len(lines) - 1:6]
     assert len(contexts) == 10042
     changed = sum(hellaswag_capitalize(c) != c for c in contexts)
-    # TASKS.md counts 3,236 items ending in a lower-case fragment; the approximation also
+    # docs/tasks.md#decoder_lm counts 3,236 items ending in a lower-case fragment; the approximation also
     # upper-cases the 7 items whose lower-case fragment is followed by more punctuation
     assert 3236 <= changed <= 3250
     assert sum("[" in ln for ln in lines) == 18

@@ -69,7 +69,7 @@ def test_cleaning(gloss, expected):
 
 def test_child_speech_excluded(rows, kept):
     child = rows["speaker_role"].isin(["Target_Child", "Child"])
-    assert child.sum() == 3543                                 # TASKS.md (e): child rows in the export
+    assert child.sum() == 3543                                 # docs/tasks.md#encoder_mlm: child rows in the export
     assert (rows.loc[child, "speaker_code"] == "CHI").any()
     assert not kept["speaker_role"].isin(["Target_Child", "Child"]).any()
     assert not (kept["speaker_code"] == "CHI").any()
@@ -103,7 +103,7 @@ def test_corpus_counts_match_tasks_md(kept, corpus):
     assert counts["raw_words"] == 654_211 == int(kept["num_tokens"].sum())
     assert counts["transcripts"] == 877 and counts["corpora"] == 17
     assert round(counts["min_age_days"]) == 91 and round(counts["max_age_days"]) == 2131
-    # TASKS.md's 128,093 counts whitespace tokens of the raw gloss plus the end mark
+    # docs/tasks.md#encoder_mlm's 128,093 counts whitespace tokens of the raw gloss plus the end mark
     raw_tokens = kept["gloss"].str.split().str.len() + 1
     assert int((raw_tokens >= 3).sum()) == 128_093
     # the processed text has more: the spelling map and compound splits only add words, and every

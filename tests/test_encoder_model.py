@@ -20,7 +20,7 @@ def test_babyberta_parameter_count():
     model = Encoder(EncoderConfig())  # the paper profile: BabyBERTa, 130 positions
     expected = hf_roberta_mlm_parameters(8192, 130, 8, 256, 1024)
     assert model.num_parameters() == expected == 8_524_032
-    assert round(model.num_parameters() / 1e6, 2) == 8.52   # TASKS.md (c)
+    assert round(model.num_parameters() / 1e6, 2) == 8.52   # docs/tasks.md#paper-sizes
     hf_script = Encoder(EncoderConfig(max_position_embeddings=514))
     assert round(hf_script.num_parameters() / 1e6, 2) == 8.62  # the SSA paper's HF script
     assert model.logits(torch.zeros(1, 256)).shape == (1, 8192)

@@ -1,5 +1,5 @@
 """ICL data generators, the sequence-error rule, baselines and the curriculum against hand-worked
-examples and independent references (TASKS.md (a), (b))."""
+examples and independent references (docs/tasks.md#icl_quantifiers and docs/tasks.md#icl_linear)."""
 import math
 
 import numpy as np

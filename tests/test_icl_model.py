@@ -21,7 +21,7 @@ def one_thread():
 
 
 def test_paper_size_matches_the_paper_parameter_count():
-    # TASKS.md (a): 12 layers, 8 heads, d = 256, 512 position slots -> 9.61M used parameters
+    # docs/tasks.md#paper-sizes: 12 layers, 8 heads, d = 256, 512 position slots -> 9.61M used parameters
     assert ICLModel(ICLModelConfig()).num_parameters() == 9_609_473
 
 

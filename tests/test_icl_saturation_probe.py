@@ -1,4 +1,4 @@
-"""The saturation probe against float64 formulas and SCORERS.md section 4.11, and on every scorer."""
+"""The saturation probe against float64 formulas and docs/scorers.md#ssa-limits, and on every scorer."""
 import math
 
 import pytest
@@ -48,7 +48,7 @@ def test_softmax_matches_the_float64_formula():
         assert got == pytest.approx(want, rel=1e-9, abs=1e-300)
     for x, got in zip(xs, dominant):
         assert got == pytest.approx(_softmax_others([x, *EXAMPLE[1:]], 0), rel=1e-9, abs=1e-300)
-    # SCORERS.md 4.11: softmax(10x)[0] = 0.99297; others 1.64e-4 and 1.34e-43 at X = 10, 100
+    # docs/scorers.md#ssa-limits: softmax(10x)[0] = 0.99297; others 1.64e-4 and 1.34e-43 at X = 10, 100
     assert result.metrics["other_mass_scaled_example"] == pytest.approx(1 - 0.99297, abs=1e-5)
     assert dominant[1] == pytest.approx(1.64e-4, rel=1e-2)
     assert result.metrics["other_mass_dominant_example"] == pytest.approx(1.34e-43, rel=1e-2)
@@ -60,7 +60,7 @@ def test_ssa_keeps_mass_as_the_paper_says():
     dominant = result.grids["dominant"]["values"][1]
     for x, got in zip([10.0, 100.0, 1000.0], dominant):
         assert got == pytest.approx(_ssa_others([x, *EXAMPLE[1:]], 0), rel=1e-9)
-    # SCORERS.md 4.11 golden values: 0.1185, 0.004955, 0.0001601; SSA(1000 x)[0] = 0.6924
+    # docs/scorers.md#ssa-limits golden values: 0.1185, 0.004955, 0.0001601; SSA(1000 x)[0] = 0.6924
     assert dominant == pytest.approx([0.1185, 0.004955, 0.0001601], rel=1e-3)
     assert result.metrics["other_mass_scaled_example"] == pytest.approx(1 - 0.6924, abs=1e-4)
     assert result.metrics["other_mass_dominant"] > 1e3 * _run("softmax").metrics["other_mass_dominant"]

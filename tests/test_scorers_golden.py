@@ -1,4 +1,4 @@
-"""Golden values, theorems and pitfalls of SCORERS.md (sections 2 and 4.11), per scorer."""
+"""Golden values, theorems and pitfalls of docs/scorers.md (formulas, SSA limits), per scorer."""
 import math
 
 import entmax

@@ -1,4 +1,4 @@
-"""SCORERS.md section 4 checks, parametrized over every registered scorer (plugins included)."""
+"""The checks of docs/scorers.md#scorer-checks, over every registered scorer (plugins included)."""
 import pytest
 
 import scorer_checks as sc

@@ -1,4 +1,4 @@
-"""Text corpora of the decoder task, read from the staged files (TASKS.md section (d)).
+"""Text corpora of the decoder task, read from the staged files (docs/tasks.md#decoder_lm).
 
 Every corpus is a list of :class:`Document`: ``text`` is what the model reads and ``words``
 the whitespace word count of the original document (used by word perplexity).

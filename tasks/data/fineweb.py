@@ -1,4 +1,4 @@
-"""FineWeb-Edu ``sample-10BT``, the SSA paper's decoder corpus (TASKS.md (c), (d)), prepared on
+"""FineWeb-Edu ``sample-10BT``, the SSA paper's decoder corpus (docs/tasks.md#decoder_lm), prepared on
 first use: never needed by the ``smoke`` and ``cpu`` profiles or by CI.
 
 Source: the 14 public parquet shards ``sample/10BT/000_00000.parquet`` ... ``013_00000.parquet``

@@ -1,5 +1,5 @@
 """BabyBERTa's data for ``encoder_mlm``: the tokenizer, the tokenized AO-CHILDES, validation and
-Zorro sentences (cached on disk), batching and the MLM objectives (TASKS.md (e)).
+Zorro sentences (cached on disk), batching and the MLM objectives (docs/tasks.md#encoder_mlm).
 
 - ``babyberta``: each non-special token selected with probability ``mask_probability`` (the row
   drawn again while nothing is selected); each selected token replaced by a random token (uniform

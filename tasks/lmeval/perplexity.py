@@ -1,4 +1,4 @@
-"""Perplexity protocols over tokenized documents (TASKS.md section (d)).
+"""Perplexity protocols over tokenized documents (docs/tasks.md#decoder_lm).
 
 ``rolling`` (default; lm-eval ``loglikelihood_rolling``): every token of every document is
 predicted exactly once, in disjoint windows of the model context ``L``, the first token
