@@ -40,9 +40,13 @@ class Published:
 
 
 def default_leaderboard_md(releases_dir: str | Path) -> Path:
-    """``LEADERBOARD.md`` beside the releases directory's parent (the repository root for the
-    default ``leaderboard/releases``)."""
-    return Path(os.path.abspath(releases_dir)).parent.parent / "LEADERBOARD.md"
+    """``<releases_dir>/../../LEADERBOARD.md`` for a repository's ``leaderboard/releases`` (the
+    repository root), and ``<releases_dir>/LEADERBOARD.md`` for any other directory, so that a
+    release published elsewhere writes nothing outside the directory it was given."""
+    releases_dir = Path(os.path.abspath(releases_dir))
+    if is_committed_releases_dir(releases_dir):
+        return releases_dir.parent.parent / "LEADERBOARD.md"
+    return releases_dir / "LEADERBOARD.md"
 
 
 def check_release_name(name: str) -> str:
@@ -172,6 +176,19 @@ def release_board(loaded: LoadedRecords, release: str | None, **aggregate_kwargs
     return canonical(board.with_release(check_release_name(release)))
 
 
+def no_usable_records(results_dir: str | Path, loaded: LoadedRecords) -> str:
+    """Why a results directory without one usable record gives no release."""
+    if not loaded.problems:
+        return (f"{results_dir} holds no record (*.json or *.json.gz), so there is nothing to "
+                f"publish; run `scorebench run --results {results_dir}` first or pass "
+                "--results DIR")
+    listed = "\n  ".join(f"{Path(results_dir) / p.path}: {p.reason}" for p in loaded.problems)
+    return (f"none of the {len(loaded.problems)} record file(s) under {results_dir} is usable, "
+            f"so nothing was published:\n  {listed}\nRepair or remove those files, or run their "
+            f"cells again (`scorebench run --results {results_dir}` runs a cell whose record "
+            "is unreadable again)")
+
+
 def publish(results_dir: str | Path = "results", release: str | None = None,
             releases_dir: str | Path | None = None,
             leaderboard_md: str | Path | None = None, *, refuse_unclean: bool | None = None,
@@ -181,7 +198,8 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
     Without ``releases_dir`` the release goes to ``<results_dir>/releases/`` and the index to
     ``<results_dir>/LEADERBOARD.md``; with it, the index defaults to
     :func:`default_leaderboard_md`. ``refuse_unclean`` (default: when ``releases_dir`` is a
-    ``leaderboard/releases``) refuses records from a dirty or unknown git tree."""
+    ``leaderboard/releases``) refuses records from a dirty or unknown git tree. A results
+    directory without one usable record is a :class:`ReleaseError` naming every unusable file."""
     if releases_dir is None:
         releases_dir = Path(results_dir) / RELEASES_SUBDIR
         if leaderboard_md is None:
@@ -189,6 +207,8 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
     if refuse_unclean is None:
         refuse_unclean = is_committed_releases_dir(releases_dir)
     loaded = load_records(results_dir)
+    if not loaded.records:
+        raise ReleaseError(no_usable_records(results_dir, loaded))
     if refuse_unclean:
         unclean = unclean_records(loaded)
         if unclean:

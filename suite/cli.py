@@ -33,9 +33,14 @@ def main(argv: list[str] | None = None) -> int:
 
         for path in args.plugin:
             if not scorers.load_plugin(path, report=False):
+                failure = scorers.PLUGIN_FAILURES[-1]
+                if not failure.traceback:
+                    print(f"scorebench: --plugin {path}: {failure.reason}; give the path of a "
+                          "Python file or leave the option out", file=sys.stderr)
+                    return 2
                 print(f"scorebench: --plugin {path} failed to import, so the scorers and tasks it "
                       f"registers are missing; fix the file or leave the option out:\n"
-                      f"{scorers.PLUGIN_FAILURES[-1].traceback}", file=sys.stderr)
+                      f"{failure.traceback}", end="", file=sys.stderr)
                 return 2
     try:
         return int(args.func(args) or 0)

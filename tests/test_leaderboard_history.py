@@ -127,7 +127,9 @@ def test_nightly_command_exit_status(tmp_path, capsys):
     report = (releases / "nightly-2025-01-03" / "REGRESSIONS.md").read_text()
     assert "**REGRESSION**" in report and "scorer v1 -> v2" in report
     assert "REGRESSION" in capsys.readouterr().out
-    assert (tmp_path / "LEADERBOARD.md").read_text().count("nightly-2025-01-0") >= 3
+    # --releases other than leaderboard/releases: the LEADERBOARD.md inside it.
+    assert (releases / "LEADERBOARD.md").read_text().count("nightly-2025-01-0") >= 3
+    assert not (tmp_path / "LEADERBOARD.md").exists()
 
 
 

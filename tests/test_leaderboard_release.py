@@ -142,3 +142,93 @@ def test_publish_command(tmp_path, capsys):
     assert (tmp_path / "LEADERBOARD.md").is_file()
     with pytest.raises(SystemExit, match="does not exist"):
         cli.main(["publish", "--results", str(tmp_path / "none"), "--out", str(out)])
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def test_publish_elsewhere_writes_only_inside_the_given_directories(tmp_path, capsys):
+    """A release published into ``exp/rel`` (an absolute --out) leaves exp's parent as it was:
+    LEADERBOARD.md goes into --out, not beside exp/."""
+    home = tmp_path / "home"
+    exp = home / "exp"
+    results = exp / "r"
+    populate(results, {"softmax": 0.0, "ssa": -0.1}, with_grid=False)
+    (home / "notes.txt").write_text("the user's own file\n")
+    out = (exp / "rel").resolve()
+    assert out.is_absolute()
+    before = listing(tmp_path)
+
+    assert cli.main(["publish", "--results", str(results), "--release", "x", "--out", str(out),
+                     "--bootstrap", str(N_BOOT)]) == 0
+    index = out / "LEADERBOARD.md"
+    assert f"wrote {index}" in capsys.readouterr().out
+    after = listing(tmp_path)
+    new = sorted(set(after) - set(before))
+    assert set(before) <= set(after)
+    assert new == ["home/exp/rel", *(f"home/exp/rel/{p}" for p in listing(out))]
+    assert "home/exp/rel/LEADERBOARD.md" in new and "home/exp/rel/x/README.md" in new
+    text = index.read_text()
+    assert "Latest release: **[x](x/README.md)**" in text
+    assert (out / "x" / "README.md").is_file()
+
+
+def test_default_leaderboard_md_placement(tmp_path, monkeypatch):
+    from leaderboard.release import default_leaderboard_md
+
+    monkeypatch.chdir(tmp_path)
+    # The repository's layout: the root's LEADERBOARD.md, as `--out leaderboard/releases` gives.
+    for out in ("leaderboard/releases", "leaderboard/releases/", "./leaderboard/releases",
+                tmp_path / "repo" / "leaderboard" / "releases"):
+        root = tmp_path / "repo" if isinstance(out, Path) else tmp_path
+        assert default_leaderboard_md(out) == root / "LEADERBOARD.md"
+    # Anything else: inside --out itself.
+    for out in ("rel", "exp/rel", "exp/releases", "leaderboard/rel", "leaderboard",
+                tmp_path / "exp" / "rel"):
+        assert default_leaderboard_md(out) == tmp_path / out / "LEADERBOARD.md"
+
+
+def test_publish_with_no_usable_record_fails_and_names_every_file(tmp_path):
+    results = tmp_path / "r"
+    write_raw(results, "icl_linear/softmax/corrupt.json", '{"schema_version": 1, "cell')
+    write_raw(results, "icl_linear/ssa/not_a_record.json", '{"hello": "world"}')
+    out = tmp_path / "rel"
+    with pytest.raises(ReleaseError) as err:
+        publish(results, None, out, n_boot=N_BOOT)
+    message = str(err.value)
+    assert "none of the 2 record file(s)" in message
+    lines = message.splitlines()
+    corrupt = [line for line in lines if line.strip().startswith(str(results / "icl_linear"))]
+    assert [line.split(": ")[0].strip() for line in corrupt] == [
+        str(results / "icl_linear/softmax/corrupt.json"),
+        str(results / "icl_linear/ssa/not_a_record.json")]
+    assert "not readable as JSON" in corrupt[0] and all(len(line.split(": ", 1)[1]) > 5
+                                                        for line in corrupt)
+    assert not out.exists() and not (tmp_path / "LEADERBOARD.md").exists()
+
+    # The command exits non-zero (a message for SystemExit is exit status 1) with the same list.
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["publish", "--results", str(results), "--out", str(out), "--release", "x"])
+    assert isinstance(exit_.value.code, str) and exit_.value.code.startswith("scorebench publish:")
+    assert all(line in exit_.value.code for line in corrupt)
+    assert not out.exists()
+    # An empty results directory: nothing to publish either.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="holds no record .*scorebench run --results"):
+        cli.main(["publish", "--results", str(tmp_path / "empty"), "--out", str(out)])
+    assert not out.exists()
+
+
+def test_publish_over_a_mix_publishes_the_usable_records_and_lists_the_rest(tmp_path, capsys):
+    results = tmp_path / "r"
+    populate(results, {"softmax": 0.0, "ssa": -0.1}, seeds=(0,), with_grid=False)
+    write_raw(results, "icl_linear/softmax/corrupt.json", "{")
+    out = tmp_path / "rel"
+    assert cli.main(["publish", "--results", str(results), "--out", str(out), "--release", "x",
+                     "--bootstrap", str(N_BOOT)]) == 0
+    printed = capsys.readouterr().out
+    assert "release x: 2 records used of 3 files, 0 superseded, 1 problem(s)" in printed
+    assert "icl_linear/softmax/corrupt.json: skipped: not readable as JSON" in printed
+    meta = load_release(out / "x").meta
+    assert (meta["n_used"], meta["n_problems"]) == (2, 1)

@@ -1,6 +1,9 @@
 """The scorer registry: names, errors, metadata, deterministic parameters and plugins."""
 import math
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from scorer_checks import single_thread  # noqa: F401  (autouse fixture)
 from scorers import LogitsScorer, ScorerError, create_scorer, list_scorers, register_scorer
 from scorers import registry
 
+REPO = Path(__file__).resolve().parent.parent
 BUILTIN = {
     "softmax", "temperature_softmax", "sparsemax", "entmax15", "entmax_bisect", "cosformer",
     "sa_softmax", "ssa", "ssa_gpt2", "stablemax", "ssmax", "sigmoid", "softmax_plus_one",
@@ -229,7 +233,9 @@ def test_failing_plugin_is_reported_and_does_not_break_others(tmp_path, isolated
     failures = registry.PLUGIN_FAILURES[before:]
     assert [f.source for f in failures] == [str(bad), str(tmp_path / "missing.py")]
     assert "boom from a broken plugin" in failures[0].traceback
-    assert "Traceback" in failures[0].traceback and "does not exist" in failures[1].traceback
+    assert "Traceback" in failures[0].traceback and "does not exist" in failures[1].reason
+    assert failures[1].traceback == "" and failures[0].reason == (
+        "RuntimeError: boom from a broken plugin")
     assert "failed to import" in capsys.readouterr().err
     assert "plugin_tanh_softmax" in list_scorers()
     create_scorer("softmax")
@@ -246,6 +252,64 @@ def test_a_plugin_file_that_fails_to_import_stops_the_command(tmp_path, isolated
     assert f"--plugin {bad} failed to import" in err and "boom from a broken plugin" in err
     assert cli.main(["ls", "scorers", "--plugin", str(tmp_path / "missing.py")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def run_cli(cwd, *args):
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run([sys.executable, "-m", "suite.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_missing_plugin_file_is_one_line_and_exit_2(tmp_path):
+    done = run_cli(tmp_path, "run", "--plugin", "nothere.py")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        f"scorebench: --plugin nothere.py: plugin file 'nothere.py' does not exist (looked for "
+        f"{Path(os.path.realpath(tmp_path)) / 'nothere.py'}); give the path of a Python file or "
+        "leave the option out"]
+
+
+def test_a_plugin_that_raises_shows_only_its_own_frames(tmp_path):
+    (tmp_path / "raising_plugin.py").write_text(
+        "import scorers\n"
+        "\n"
+        "def build():\n"
+        "    raise RuntimeError('boom from the plugin')\n"
+        "\n"
+        "build()\n")
+    done = run_cli(tmp_path, "run", "--plugin", "raising_plugin.py")
+    assert (done.returncode, done.stdout) == (2, "")
+    lines = done.stderr.splitlines()
+    assert lines[:2] == [
+        "scorebench: --plugin raising_plugin.py failed to import, so the scorers and tasks it "
+        "registers are missing; fix the file or leave the option out:",
+        "Traceback (most recent call last):"]
+    plugin = Path(os.path.realpath(tmp_path)) / "raising_plugin.py"
+    frames = [line for line in lines if line.startswith("  File ")]
+    assert frames == [f'  File "{plugin}", line 6, in <module>',
+                      f'  File "{plugin}", line 4, in build']
+    assert lines[-1] == "RuntimeError: boom from the plugin"
+    assert not any("importlib" in line or "registry.py" in line for line in lines)
+
+
+def test_plugin_failures_that_are_not_the_plugins_code(tmp_path, isolated_registry):
+    (tmp_path / "a_directory.py").mkdir()
+    (tmp_path / "notes.txt").write_text("x = 1\n")
+    (tmp_path / "syntax_plugin.py").write_text("x = 1\ndef f(:\n")
+    for path, reason in [(tmp_path / "a_directory.py", "is a directory, not a Python file"),
+                         (tmp_path / "notes.txt", "is not a Python source file (name it *.py)")]:
+        assert scorers.load_plugin(path, report=False) is False
+        failure = registry.PLUGIN_FAILURES[-1]
+        assert failure.reason == f"plugin file {str(path)!r} {reason}"
+        assert failure.traceback == ""
+    # A syntax error: the file, line and caret, and no loader frames.
+    assert scorers.load_plugin(tmp_path / "syntax_plugin.py", report=False) is False
+    failure = registry.PLUGIN_FAILURES[-1]
+    first = failure.traceback.splitlines()[0]
+    assert first == f'  File "{tmp_path / "syntax_plugin.py"}", line 2'
+    assert failure.traceback.splitlines()[-1].startswith("SyntaxError: ")
+    assert "Traceback" not in failure.traceback and "importlib" not in failure.traceback
 
 
 def test_scoped_registry_undoes_registrations():

@@ -32,8 +32,9 @@ def register(sub, common):
     p.add_argument("--releases", default="leaderboard/releases", metavar="DIR",
                    help="releases directory (default leaderboard/releases)")
     p.add_argument("--leaderboard", metavar="FILE",
-                   help="the LEADERBOARD.md to refresh (default ./LEADERBOARD.md beside "
-                        "the releases directory's parent)")
+                   help="the LEADERBOARD.md to refresh (default ./LEADERBOARD.md for "
+                        "--releases leaderboard/releases, <releases>/LEADERBOARD.md for any "
+                        "other directory)")
     p.add_argument("--date", metavar="YYYY-MM-DD",
                    help="the release date (default: today, UTC)")
     p.add_argument("--release", metavar="NAME",

@@ -20,9 +20,10 @@ def register(sub, common):
                    help="releases directory (default <results>/releases); a "
                         "leaderboard/releases directory takes only records from a clean tree")
     p.add_argument("--leaderboard", metavar="FILE",
-                   help="the LEADERBOARD.md to refresh (default <results>/LEADERBOARD.md, or "
-                        "with --out beside its parent: ./LEADERBOARD.md for "
-                        "--out leaderboard/releases)")
+                   help="the LEADERBOARD.md to refresh (default <results>/LEADERBOARD.md; "
+                        "with --out, <out>/LEADERBOARD.md, except that a --out named "
+                        "leaderboard/releases refreshes the LEADERBOARD.md beside its "
+                        "leaderboard/ directory: ./LEADERBOARD.md for --out leaderboard/releases)")
     p.add_argument("--allow-dirty", action="store_true",
                    help="let records run from a dirty or unknown git tree into a "
                         "leaderboard/releases directory (local experiments only)")
