@@ -21,6 +21,7 @@ from .registry import (
     scorer_parameters,
 )
 from . import gates, linear, sinks, softmax, sparse, ssa  # noqa: F401  (registers the built-in scorers)
+from . import fast  # noqa: F401  (registers the built-in fast forms)
 from .attention import Attention
 
 load_entry_points()

@@ -265,10 +265,10 @@ class ScorerBenchConfig:
             raise BenchError(f"--dtype must be float32, bfloat16, float16 or float64, got "
                              f"{self.dtype!r}")
         _clock(self.clock)
-        from scorers.fast import MODES
+        from scorers.fast import modes
 
-        if self.fast_mode not in ("off", *MODES):
-            raise BenchError(f"--fast must be 'off' or one of {MODES}, got {self.fast_mode!r}")
+        if self.fast_mode not in modes():
+            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
         if self.block_size < 1:
             raise BenchError(f"--block-size must be >= 1, got {self.block_size}")
 
@@ -508,10 +508,10 @@ class TrainBenchConfig:
         if self.size not in TRAIN_SIZES:
             raise BenchError(f"--size must be one of {sorted(TRAIN_SIZES)}, got {self.size!r}")
         _clock(self.clock)
-        from scorers.fast import MODES
+        from scorers.fast import modes
 
-        if self.fast_mode not in ("off", *MODES):
-            raise BenchError(f"--fast must be 'off' or one of {MODES}, got {self.fast_mode!r}")
+        if self.fast_mode not in modes():
+            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
 
 
 
@@ -552,9 +552,9 @@ def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mod
     """A closure running one training step of ``backbone`` with ``scorer``, its tokens, and the
     path the scorer runs: "auto" and "off" through ``tasks.training.prepare_model``, as a
     training task runs it; another mode through ``scorers.fast.accelerate`` directly."""
-    from scorers.fast import accelerate
+    from scorers.fast import FAST_MODES, accelerate
     from tasks.base import RunContext
-    from tasks.training import FAST_MODES, prepare_model
+    from tasks.training import prepare_model
 
     gen = torch.Generator().manual_seed(0)
     if backbone == "icl":
