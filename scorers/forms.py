@@ -21,11 +21,12 @@ instance on each scorer (``scorer.fast_form``), which ``Scorer.attend`` then cal
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 import torch
+
+from registry import Registry
 
 DEFAULT_BLOCK = 64
 
@@ -93,7 +94,8 @@ class ReferenceForm(FastForm):
         return scorer.reference_attend(q, k, v, mask)
 
 
-_FORMS: dict[str, type[FastForm]] = {}
+FORMS: Registry[type[FastForm]] = Registry("fast form", error=FastPathError,
+                                           listing="Forms: {names}.")
 
 
 def register_form(name: str):
@@ -102,13 +104,10 @@ def register_form(name: str):
     def decorator(cls: type[FastForm]) -> type[FastForm]:
         if not (isinstance(cls, type) and issubclass(cls, FastForm)):
             raise TypeError(f"@register_form({name!r}) decorates FastForm subclasses, got {cls!r}")
-        if name in _FORMS and _FORMS[name].__qualname__ != cls.__qualname__:
-            raise FastPathError(f"fast form {name!r} is already registered by "
-                                f"{_FORMS[name].__module__}.{_FORMS[name].__qualname__}")
         if name in ("auto", "off", "reference"):
             raise FastPathError(f"{name!r} is a mode of scorers.fast.accelerate, not a form name")
+        FORMS.register(name, cls)
         cls.name = name
-        _FORMS[name] = cls
         return cls
 
     return decorator
@@ -116,30 +115,22 @@ def register_form(name: str):
 
 def form_names() -> tuple[str, ...]:
     """Registered forms, in registration order (the built-in ones first)."""
-    return tuple(_FORMS)
+    return tuple(FORMS)
 
 
 def get_form(name: str) -> type[FastForm]:
-    if name not in _FORMS:
-        raise FastPathError(f"unknown fast form {name!r}; forms: {', '.join(_FORMS)}")
-    return _FORMS[name]
+    return FORMS.get(name)
 
 
 def forms_for(scorer) -> tuple[str, ...]:
     """The registered forms that apply to ``scorer`` (class or instance), in registration order."""
-    return tuple(name for name, form in _FORMS.items() if form.applies_to(scorer))
+    return tuple(name for name, form in FORMS.items() if form.applies_to(scorer))
 
 
 def scorer_class(scorer) -> type:
     return scorer if isinstance(scorer, type) else type(scorer)
 
 
-@contextlib.contextmanager
 def scoped():
     """Forms registered inside the block are unregistered when it ends (for tests)."""
-    saved = dict(_FORMS)
-    try:
-        yield
-    finally:
-        _FORMS.clear()
-        _FORMS.update(saved)
+    return FORMS.scoped()
