@@ -205,7 +205,7 @@ def main(argv=None) -> int:
     if left > 30:
         import statistics
 
-        from suite.bench import parse_shapes, shape_label
+        from tasks.bench import parse_shapes, shape_label
         from suite.commands.bench import run_bench_cells
 
         shapes = [[1, 2, 64, 16]] if args.quick else [list(s) for s in

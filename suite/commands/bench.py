@@ -103,7 +103,7 @@ def run_bench_cells(task: str, overrides: dict, scorers_spec: str, *, results: s
     """Run the cells of ``task`` (a cost-track task) for the scorers of ``scorers_spec`` through
     the harness's runner (profile ``bench``, seed 0), measuring again even where a record exists;
     write each record under ``results`` (None: write nothing). Returns the records."""
-    from ..bench import PROFILE
+    from tasks.bench import PROFILE
     from ..cells import expand
     from ..profiles import Profile
     from ..runner import CellJob, run_cell
@@ -162,7 +162,7 @@ def run_scorers(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..bench import BenchError, parse_shapes
+    from tasks.bench import BenchError, parse_shapes
 
     console = Console()
     try:
