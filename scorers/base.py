@@ -15,6 +15,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .forms import FastForm, forms_for
+
 
 def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     """fp32 for half-precision inputs, fp64 when any input is fp64."""
@@ -54,29 +56,28 @@ class Scorer(nn.Module):
     version = 1
     causal_only = False
     description = ""
-    # Fast forms (scorers/forms.py): the name of this class's own fast_attend, whether weights
-    # compile, the partial-sort and the sort-free normalizers; flex_spec and fused_ssa_parameters
-    # are methods.
+    # What the fast forms need (scorers/forms.py): the name of this class's own fast_attend,
+    # whether weights compile, the partial-sort and the sort-free normalizers; flex_spec and
+    # fused_ssa_parameters are methods.
     native_form = "native"
     compilable = False
     topk_normalizer: Callable | None = None
     pivot_normalizer: Callable | None = None
-    # Per instance, set by scorers.fast.accelerate: the form attend runs (None: as shipped) and
-    # the options of the blocked forms.
-    fast_form: str | None = None
-    fast_block_size = 64
-    fast_compiled = True
+    # Whether the class ships its own fast_attend (set per class when it is defined).
+    has_fast_path = False
+    # Per instance, set by scorers.fast.accelerate: the FastForm attend runs (None: as shipped,
+    # i.e. fast_attend when the class has one, else reference_attend).
+    fast_form: FastForm | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.has_fast_path = cls.fast_attend is not Scorer.fast_attend
 
     def __init__(self, *, num_heads: int = 1, max_len: int = 1024):
         super().__init__()
         self.num_heads = num_heads
         self.max_len = max_len
         self.calls = 0
-        self.use_fast_path = True
-
-    @property
-    def has_fast_path(self) -> bool:
-        return type(self).fast_attend is not Scorer.fast_attend
 
     def fast_attend(self, q, k, v, mask):
         raise NotImplementedError
@@ -94,34 +95,21 @@ class Scorer(nn.Module):
 
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
-        """The forms this scorer declares: its ``native_form``, fused, dense, flex, topk, pivot
-        and compile."""
-        forms = [cls.native_form] if cls.fast_attend is not Scorer.fast_attend else []
-        if cls.fused_ssa_parameters is not Scorer.fused_ssa_parameters:
-            forms += ["fused", "dense"]
-        if cls.flex_spec is not Scorer.flex_spec:
-            forms.append("flex")
-        if cls.topk_normalizer is not None:
-            forms.append("topk")
-        if cls.pivot_normalizer is not None:
-            forms.append("pivot")
-        if cls.compilable:
-            forms.append("compile")
-        return tuple(forms)
+        """The forms this scorer declares: its ``native_form`` (when it has ``fast_attend``), then
+        every registered form (scorers/forms.py) that applies to it."""
+        return ((cls.native_form,) if cls.has_fast_path else ()) + forms_for(cls)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention output (B, H, Lq, Dv): the form ``fast_form`` selects, else the scorer's own
-        fast path when it exists and is enabled, else the reference."""
+        """Attention output (B, H, Lq, Dv): the form ``fast_form`` holds, else the scorer's own
+        fast path when it has one, else the reference."""
         self.calls += 1
         if self.causal_only and mask is not None:
             _check_causal(mask)
         form = self.fast_form
-        if form is not None and form != "reference" and form != self.native_form:
-            from .fast import attend_form
-
-            return attend_form(self, form, q, k, v, mask)
-        if self.use_fast_path and self.has_fast_path and form != "reference":
+        if form is not None:
+            return form.attend(self, q, k, v, mask)
+        if self.has_fast_path:
             return self.fast_attend(q, k, v, mask)
         return self.reference_attend(q, k, v, mask)
 

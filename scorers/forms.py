@@ -1,27 +1,38 @@
-"""What a scorer may declare beside its formula so that ``scorers.fast`` can run it faster.
+"""Fast forms: other ways to compute a scorer's attention, each equal to its ``reference_attend``.
 
-A scorer class declares a fast form by defining one of these (``Scorer.fast_forms()`` lists them):
+A scorer class declares what a form needs beside its formula (``Scorer.fast_forms()`` lists the
+forms that apply):
 
-- ``fast_attend(q, k, v, mask)``: its own path (``native_form`` names it: ``"sdpa"``, ``"linear"``);
+- ``fast_attend(q, k, v, mask)``: its own path, run when no form is set (``native_form`` names it:
+  ``"sdpa"``, ``"linear"``);
 - ``flex_spec(q, k, mask) -> FlexSpec``: a FlexAttention ``score_mod`` (and a rescaling of the
   softmax output by the log-sum-exp, for scorers that are not a softmax of transformed logits);
 - ``fused_ssa_parameters(dtype, device) -> (n, b)``: the weights are softmax(n sgn(s) log1p(b|s|))
-  with 1-element tensors n and b, so the fused SSA kernel (``fused``, blocked and compiled) and
-  its whole-matrix eager form (``dense``) apply;
+  with 1-element tensors n and b, so the SSA kernels apply;
 - ``topk_normalizer``: an ``entmax``-style function ``fn(s, dim=-1, k=None)`` equal to
-  ``weights`` on -inf-masked logits, for the partial-sort path;
+  ``weights`` on -inf-masked logits, for the partial-sort form;
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
-  -inf-masked logits (scorers/pivot.py), for the pivot path;
+  -inf-masked logits (scorers/pivot.py), for the pivot form;
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
+
+A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
+live in ``scorers/fast/``, one module per kernel family, and ``scorers.fast.accelerate`` stores an
+instance on each scorer (``scorer.fast_form``), which ``Scorer.attend`` then calls.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import torch
 
-FORMS = ("fused", "dense", "flex", "topk", "pivot", "compile")
+from registry import Registry
+
+DEFAULT_BLOCK = 64
+
+
+class FastPathError(RuntimeError):
+    """A fast path cannot run here; the message names the path and what to use instead."""
 
 
 @dataclass
@@ -31,3 +42,95 @@ class FlexSpec:
 
     score_mod: Callable | None = None
     post: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+
+
+class FastForm:
+    """One way to run a scorer's attention, equal to its reference.
+
+    A subclass says which scorers it covers (:meth:`applies_to`, from what the scorer class
+    declares), runs them (:meth:`attend`) and says what it costs to prepare: ``compiles`` (the
+    first call per scorer class and shape pays a ``torch.compile``, seconds to minutes on a CPU).
+    ``auto``: the device types on which ``accelerate(mode="auto")`` gives it to the scorers it
+    covers (scorers/fast/policy.py). An instance carries its options: ``block_size`` (query rows
+    per block, for the blocked forms) and ``compiled`` (False: the same kernels, eagerly)."""
+
+    name: ClassVar[str] = "?"            # set by @register_form
+    compiles: ClassVar[bool] = False
+    auto: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *, block_size: int = DEFAULT_BLOCK, compiled: bool = True):
+        if block_size < 1:
+            raise FastPathError(f"block_size must be >= 1, got {block_size}")
+        self.block_size = int(block_size)
+        self.compiled = bool(compiled)
+
+    @classmethod
+    def applies_to(cls, scorer) -> bool:
+        """True when the scorer (class or instance) declares what this form needs."""
+        raise NotImplementedError
+
+    @classmethod
+    def available(cls, device: torch.device) -> bool:
+        """Whether the form can run on ``device`` at all (``auto`` skips it elsewhere)."""
+        return True
+
+    def attend(self, scorer, q, k, v, mask):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(block_size={self.block_size}, compiled={self.compiled})"
+
+
+class ReferenceForm(FastForm):
+    """The scorer's own formula, ``reference_attend``, even when it ships a faster path."""
+
+    name = "reference"
+
+    @classmethod
+    def applies_to(cls, scorer) -> bool:
+        return True
+
+    def attend(self, scorer, q, k, v, mask):
+        return scorer.reference_attend(q, k, v, mask)
+
+
+FORMS: Registry[type[FastForm]] = Registry("fast form", error=FastPathError,
+                                           listing="Forms: {names}.")
+
+
+def register_form(name: str):
+    """Class decorator registering a :class:`FastForm` subclass under ``name``."""
+
+    def decorator(cls: type[FastForm]) -> type[FastForm]:
+        if not (isinstance(cls, type) and issubclass(cls, FastForm)):
+            raise TypeError(f"@register_form({name!r}) decorates FastForm subclasses, got {cls!r}")
+        if name in ("auto", "off", "reference"):
+            raise FastPathError(f"{name!r} is a mode of scorers.fast.accelerate, not a form name")
+        FORMS.register(name, cls)
+        cls.name = name
+        return cls
+
+    return decorator
+
+
+def form_names() -> tuple[str, ...]:
+    """Registered forms, in registration order (the built-in ones first)."""
+    return tuple(FORMS)
+
+
+def get_form(name: str) -> type[FastForm]:
+    return FORMS.get(name)
+
+
+def forms_for(scorer) -> tuple[str, ...]:
+    """The registered forms that apply to ``scorer`` (class or instance), in registration order."""
+    return tuple(name for name, form in FORMS.items() if form.applies_to(scorer))
+
+
+def scorer_class(scorer) -> type:
+    return scorer if isinstance(scorer, type) else type(scorer)
+
+
+def scoped():
+    """Forms registered inside the block are unregistered when it ends (for tests)."""
+    return FORMS.scoped()

@@ -14,8 +14,19 @@ from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
 
 
+def ssa_transform(s: torch.Tensor, n=None, b=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """t = n sgn(s) log1p(b|s|) and a = b|s| (so dt/ds = n b / (1 + a)), as new tensors; n or b
+    None stands for 1 (no pass). The one evaluation of the transform: the reference's
+    :class:`SSATransform` and the SSA forms of scorers/fast/ssa.py all call it."""
+    a = s.abs() if b is None else s.abs().mul_(b)
+    t = torch.log1p(a).copysign_(s)
+    return (t if n is None else t.mul_(n)), a
+
+
 def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
-    """sgn(s) log1p(b|s|), with derivative b at s = 0 (torch.sign would give 0 there)."""
+    """sgn(s) log1p(b|s|), with derivative b at s = 0 when autograd traces it (torch.sign would
+    give 0 there): the transform inside a FlexAttention score_mod, which is differentiated by
+    tracing rather than through :class:`SSATransform`'s backward."""
     return torch.where(s >= 0, torch.log1p(b * s.clamp(min=0)), -torch.log1p(b * (-s).clamp(min=0)))
 
 
@@ -28,7 +39,7 @@ class SSATransform(torch.autograd.Function):
     def forward(ctx, s, n, b):
         ctx.save_for_backward(s, *(x for x in (n, b) if isinstance(x, torch.Tensor)))
         ctx.n_b = tuple(x if not isinstance(x, torch.Tensor) else None for x in (n, b))
-        return torch.log1p(s.abs() * b).copysign(s) * n
+        return ssa_transform(s, n, b)[0]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -39,7 +50,7 @@ class SSATransform(torch.autograd.Function):
         ds = grad * u * (n * b) if ctx.needs_input_grad[0] else None
         dn = db = None
         if ctx.needs_input_grad[1]:
-            dn = (grad * torch.log1p(s.abs() * b).copysign(s)).sum().reshape(n.shape)
+            dn = (grad * ssa_transform(s, None, b)[0]).sum().reshape(n.shape)
         if ctx.needs_input_grad[2]:
             db = (grad * s * u).sum().mul(n).reshape(b.shape)
         return ds, dn, db
@@ -52,7 +63,7 @@ def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
 
 class SSAForms:
     """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
-    kernel (scorers/fast.py) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
+    and dense kernels (scorers/fast/ssa.py) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
 
     def flex_spec(self, q, k, mask):
         n, b_ = self.fused_ssa_parameters(torch.float32, q.device)

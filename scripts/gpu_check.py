@@ -34,8 +34,8 @@ import traceback
 import torch
 
 import scorers
-from scorers.fast import (compiled_attend, dense_ssa_attend, flex_attend, fused_ssa_attend,
-                          pivot_attend, scorers_with, ssa_parameters, topk_attend)
+from scorers.fast import scorers_with
+from scorers.forms import get_form
 
 FP32_TOL = 1e-4      # compiled GPU kernels reorder sums; the CPU tests hold 1e-5
 BF16_TOL = 2e-2
@@ -87,22 +87,11 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
     scorer = make(name, kwargs, h, length, device)
     gen = torch.Generator().manual_seed(0)
     q, k, v, g = (torch.randn(b, h, length, d, generator=gen).to(device) for _ in range(4))
-    if path == "flex":
-        fn = lambda q, k, v, m: flex_attend(scorer, q, k, v, m, compiled=True)  # noqa: E731
-    elif path == "fused":
-        fn = lambda q, k, v, m: fused_ssa_attend(  # noqa: E731
-            q, k, v, m, *ssa_parameters(scorer, torch.float32, q.device), block_size=64)
-    elif path == "dense":
-        fn = lambda q, k, v, m: dense_ssa_attend(  # noqa: E731
-            q, k, v, m, *ssa_parameters(scorer, torch.float32, q.device))
-    elif path == "pivot":
-        fn = lambda q, k, v, m: pivot_attend(scorer, q, k, v, m)  # noqa: E731
-    elif path == "compile":
-        fn = lambda q, k, v, m: compiled_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
-    elif path == "topk":
-        fn = lambda q, k, v, m: topk_attend(scorer, q, k, v, m, block_size=64)  # noqa: E731
-    else:
+    if path == "native":
         fn = scorer.fast_attend
+    else:
+        form = get_form(path)(block_size=64)
+        fn = lambda q, k, v, m: form.attend(scorer, q, k, v, m)  # noqa: E731
     result = {"path": path, "scorer": name, "kwargs": kwargs, "masks": {}}
     for mask_name, mask in masks(b, length, device).items():
         if mask_name == "random" and (scorer.causal_only or path == "flex"):
@@ -216,7 +205,7 @@ def main(argv=None) -> int:
     if left > 30:
         import statistics
 
-        from suite.bench import parse_shapes, shape_label
+        from tasks.bench import parse_shapes, shape_label
         from suite.commands.bench import run_bench_cells
 
         shapes = [[1, 2, 64, 16]] if args.quick else [list(s) for s in

@@ -154,7 +154,7 @@ def expand(profile: Profile, *, tasks: str | None = None, scorers: str | None = 
            seeds: list[int] | None = None) -> list[PlannedCell]:
     """The cells of ``profile``; ``tasks``/``scorers``/``seeds`` replace the profile's choice."""
     import scorers as scorer_registry
-    from scorers.registry import CONTEXT_KWARGS
+    from scorers.arguments import CONTEXT_KWARGS
     from tasks import TaskError, create_task
 
     for name in profile.task_overrides:

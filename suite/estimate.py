@@ -220,7 +220,7 @@ def cost_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return a, b
 
 
-# The bench backbone a task's track trains (suite/bench.py BACKBONES).
+# The bench backbone a task's track trains (tasks/bench.py BACKBONES).
 TRACK_BACKBONES = {"icl": "icl", "decoder": "decoder", "encoder": "encoder"}
 
 
@@ -258,7 +258,7 @@ class StepCost:
     def measure(self, backbone: str) -> dict[str, float]:
         import torch
 
-        from .bench import TrainBenchConfig, bench_train, train_rows
+        from tasks.bench import TrainBenchConfig, bench_train, train_rows
 
         config = TrainBenchConfig(backbones=[backbone], repeats=self.repeats, warmup=1,
                                   device="cuda" if self.device.startswith("cuda") else "cpu",

@@ -36,13 +36,14 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
+from scorers.fast.policy import FAST_MODES
+
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu"
 
 TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate")
 ESTIMATE_KEYS = ("device", "seconds_per_cell")
 RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s", "fast")
-FAST_MODES = ("auto", "off")
 REQUIRED_RUN_KEYS = ("tasks", "scorers", "seeds")
 
 

@@ -96,9 +96,6 @@ class RunContext:
     # tasks.training.prepare_model, which notes the path each scorer ran in ``fast_paths``.
     fast: str = "off"
     fast_paths: dict[str, str] = field(default_factory=dict)
-    # The cell's expected length in seconds (None: unknown); ``fast = "auto"`` compiles a path
-    # only when the run is known to be long enough to pay for the compilation.
-    budget_s: float | None = None
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:

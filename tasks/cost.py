@@ -1,6 +1,6 @@
 """The cost track as tasks: ``bench_scorers`` and ``bench_train``, one scorer per cell.
 
-The measurements are ``suite.bench``'s (see its doc): a cell times its scorer and its baseline
+The measurements are ``tasks.bench``'s (see its doc): a cell times its scorer and its baseline
 (softmax through SDPA for ``bench_scorers``, the softmax backbone for ``bench_train``) interleaved
 round by round in the same process, so the ratio does not depend on other cells. The device
 measured is part of the config (and so of the cell): timings of one device say nothing of another.
@@ -17,11 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.bench import (BenchError, ScorerBenchConfig, TrainBenchConfig, bench_scorers,
-                         bench_train, scorer_metric_names, scorer_outcome, train_metric_names,
-                         train_outcome)
-
 from .base import Metric, RunContext, Task, TaskResult
+from .bench import (BenchError, ScorerBenchConfig, TrainBenchConfig, bench_scorers, bench_train,
+                    scorer_metric_names, scorer_outcome, train_metric_names, train_outcome)
 from .registry import TaskError, register_task
 
 

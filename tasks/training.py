@@ -22,11 +22,10 @@ from collections.abc import Callable
 
 import torch
 
+from scorers.fast import FAST_MODES, accelerate
+
 from .base import RunContext, TrainingFailure, micro_batches
 from .registry import TaskError
-
-FAST_MODES = ("auto", "off")
-
 
 def derive_seed(seed: int, *labels) -> int:
     """A 63-bit seed for the stream named ``labels`` of the cell seeded with ``seed``."""
@@ -200,12 +199,10 @@ def prepare_model(model: torch.nn.Module, ctx: RunContext) -> dict[str, str]:
     scorer runs (``{"ssa": "fused"}``; several paths of one scorer joined by commas); the harness
     writes that into the record's ``provenance["fast_paths"]``. ``fast = "off"``: every scorer keeps
     its own ``attend`` (SDPA for softmax, the reference formula otherwise); ``"auto"`` as
-    :func:`scorers.fast.choose_path` decides per device, given ``ctx.budget_s``. Returns the paths."""
+    :func:`scorers.fast.choose_path` decides per device. Returns the paths."""
     if ctx.fast not in FAST_MODES:
         raise TaskError(f"[run] fast = {ctx.fast!r}; choose one of {FAST_MODES}")
-    from scorers.fast import accelerate
-
-    out = accelerate(model, ctx.fast, device=ctx.device, budget_s=ctx.budget_s)
+    out = accelerate(model, ctx.fast, device=ctx.device)
     for scorer, path in out.items():
         previous = ctx.fast_paths.get(scorer)
         ctx.fast_paths[scorer] = path if previous in (None, path) else f"{previous},{path}"

@@ -116,12 +116,20 @@ def both_paths(scorer):
     return (False, True) if scorer.has_fast_path else (False,)
 
 
+def set_fast(scorer, fast: bool) -> None:
+    """``fast``: the scorer runs as shipped (its own fast path when it has one); else its
+    reference (the reference form of scorers.forms)."""
+    from scorers.fast import restore, use_reference
+
+    restore(scorer) if fast else use_reference(scorer)
+
+
 def run_attend(scorer, q, k, v, mask, fast):
-    scorer.use_fast_path = fast
+    set_fast(scorer, fast)
     try:
         return scorer.attend(q, k, v, mask)
     finally:
-        scorer.use_fast_path = True
+        set_fast(scorer, True)
 
 
 def empty_rows(mask):

@@ -7,7 +7,7 @@ import statistics
 import pytest
 import torch
 
-from suite.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
+from tasks.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
                          parse_shapes, scorer_rows)
 from suite.commands.bench import run_bench_cells
 from suite.records import validate_record

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from suite.bench import BenchError, TrainBenchConfig, bench_train, train_rows
+from tasks.bench import BenchError, TrainBenchConfig, bench_train, train_rows
 from suite.commands.bench import run_bench_cells
 from suite.records import validate_record
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from scorers import causal_mask
+from scorers.fast import use_reference
 from tasks.models.decoder import Decoder, DecoderConfig, Rotary, parameter_counts
 from tasks.training import scorer_parameter_values
 
@@ -92,8 +93,7 @@ def test_forward_matches_an_independent_float64_reference():
         for n, t in model.named_parameters():
             if t.dim() == 1:
                 t.normal_(0, 0.3, generator=torch.Generator().manual_seed(len(n)))
-    for block in model.blocks:
-        block.attn.scorer.use_fast_path = False
+    use_reference(model)
     ids = torch.randint(0, 50, (2, 11), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         got = model(ids)

@@ -6,14 +6,13 @@ import pytest
 import torch
 
 import scorers
-import scorers.fast
-from scorers.fast import FastPathError, accelerate, choose_path, fast_paths, is_plain_causal, restore
+from scorers.fast import (FastPathError, accelerate, choose_form, choose_path, fast_paths,
+                          is_plain_causal, restore, use_reference)
 from scorer_checks import make_scorer
 
 from fast_support import inputs, masks
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
-LONG = 3600.0  # a run long enough for auto to pay for a compilation on every device
 
 
 @pytest.mark.parametrize("name,mode,device,path", [
@@ -34,9 +33,9 @@ LONG = 3600.0  # a run long enough for auto to pay for a compilation on every de
 ])
 def test_paths(name, mode, device, path):
     scorer = make_scorer(name)
-    assert choose_path(scorer, device, mode, budget_s=LONG) == path
+    assert choose_path(scorer, device, mode) == path
     if device == CPU:
-        assert accelerate(scorer, mode, budget_s=LONG) == {name: path}
+        assert accelerate(scorer, mode) == {name: path}
         assert fast_paths(scorer) == {"<root>": path}
 
 
@@ -65,7 +64,7 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     params = [id(p) for p in layers.parameters()]
     classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
-    assert accelerate(layers, "auto", block_size=4, compiled=False, budget_s=LONG) == {
+    assert accelerate(layers, "auto", block_size=4, compiled=False) == {
         "ssa": "dense", "sigmoid": "reference", "softmax": "sdpa"}
     assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
         "sigmoid": "compile"}
@@ -86,10 +85,11 @@ def test_model_keeps_parameters_class_and_output_and_restores():
 
 def test_a_mixed_model_reports_every_path_of_a_scorer_name():
     layers = torch.nn.ModuleList(scorers.Attention(16, 2, "ssa") for _ in range(2))
-    accelerate(layers, "auto", budget_s=LONG)
-    layers[1].scorer.use_fast_path = False
+    accelerate(layers, "auto")
     assert accelerate(layers[1], "topk") == {"ssa": "reference"}
     assert fast_paths(layers) == {"0.scorer": "dense", "1.scorer": "reference"}
+    assert accelerate(layers, "auto") == {"ssa": "dense"}
+    assert accelerate(layers, "fused", compiled=False) == {"ssa": "fused"}
 
 
 def test_accelerated_ssa_trains_like_the_reference():
@@ -117,25 +117,24 @@ def test_plain_causal_detection():
     assert not is_plain_causal(torch.ones(4, 5, dtype=torch.bool).tril(), 4, 5)
 
 
-def test_auto_keeps_a_short_cpu_run_off_compiled_forms(monkeypatch):
-    """A 60-second CPU cell must not spend tens of seconds compiling: a compiled form listed for
-    the CPU is skipped unless the run says it lasts long enough."""
-    monkeypatch.setitem(scorers.fast.AUTO_FORMS, "cpu", ("fused", "dense", "pivot"))
-    scorer = make_scorer("ssa")
-    assert choose_path(scorer, CPU, "auto", budget_s=60) == "dense"
-    assert choose_path(scorer, CPU, "auto", budget_s=3600) == "fused"
-    assert choose_path(scorer, CUDA, "auto", budget_s=60) == "flex"
-    assert accelerate(scorer, "auto", budget_s=60) == {"ssa": "dense"}
-    assert choose_path(scorer, CPU, "auto") == "dense"          # unknown length: no compilation
-    assert choose_path(scorer, CUDA, "auto") == "flex"
-    assert accelerate(scorer, "fused", budget_s=60) == {"ssa": "fused"}
-    assert choose_path(make_scorer("sparsemax"), CPU, "auto") == "pivot"
-    assert choose_path(make_scorer("entmax15"), CPU, "auto", budget_s=60) == "pivot"
+def test_reference_form_is_the_one_switch_to_the_reference():
+    """use_reference sets every scorer's form to its reference, even one that ships SDPA;
+    restore gives the shipped paths back."""
+    layers = torch.nn.ModuleList(scorers.Attention(16, 2, s) for s in ("softmax", "ssa"))
+    accelerate(layers, "auto")
+    use_reference(layers)
+    assert fast_paths(layers) == {"0.scorer": "reference", "1.scorer": "reference"}
+    q, k, v, _ = inputs()
+    softmax = layers[0].scorer
+    mask = masks()["causal"]
+    assert torch.equal(softmax.attend(q, k, v, mask), softmax.reference_attend(q, k, v, mask))
+    restore(layers)
+    assert fast_paths(layers) == {"0.scorer": "sdpa", "1.scorer": "reference"}
 
 
 def test_auto_on_cpu_compiles_nothing():
     """The CPU's auto forms are the eager ones, whatever the run's length."""
     for name in scorers.list_scorers():
         scorer = make_scorer(name)
-        for budget in (None, 60, 3600):
-            assert choose_path(scorer, CPU, "auto", budget) not in scorers.fast.COMPILED_FORMS
+        form = choose_form(scorer, CPU, "auto")
+        assert form is None or not form.compiles, (name, form)

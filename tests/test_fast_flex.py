@@ -115,7 +115,7 @@ def test_flex_calls_run_under_a_raised_recompile_limit(monkeypatch):
     a compiled call silently falls back to the unfused kernel (on an H200, 70x slower)."""
     import torch._dynamo as dynamo
 
-    import scorers.fast as fast
+    import scorers.fast.flex as fast
 
     seen = []
 

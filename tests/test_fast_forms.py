@@ -7,7 +7,7 @@ import torch
 
 from scorers import LogitsScorer
 from scorers.base import has_empty_rows
-from scorers.fast import accelerate, fast_paths, flex_attend
+from scorers.fast import accelerate, fast_paths, flex_attend, use_reference
 from scorers.forms import FlexSpec
 from scorers.ssa import SSATransform, signed_log1p
 
@@ -35,7 +35,7 @@ def test_a_plugin_scorer_declares_fast_forms_and_accelerate_runs_them():
     scorer = HalfSSA()
     assert HalfSSA.fast_forms() == ("fused", "dense", "flex", "compile")
     assert accelerate(scorer, "auto", block_size=4) == {"plugin_half_ssa": "dense"}
-    assert scorer.fast_form == "dense" and type(scorer) is HalfSSA
+    assert scorer.fast_form.name == "dense" and type(scorer) is HalfSSA
     q, k, v, g = inputs()
     for mask_name, mask in masks().items():
         scorer.fast_form = None
@@ -99,7 +99,7 @@ def test_reference_with_and_without_the_guard_agree():
     empty[0, 0, 4] = False
     for name in ("ssa", "sigmoid", "sparsemax", "ssmax"):
         scorer = make_scorer(name)
-        scorer.use_fast_path = False
+        use_reference(scorer)
         g2 = g.clone()
         g2[0, 0, 4] = 0.0                  # the emptied row's output carries no gradient
         a = run(scorer.attend, scorer, q, k, v, g2, mask)
@@ -110,3 +110,62 @@ def test_reference_with_and_without_the_guard_agree():
         assert (a[0] - b[0])[keep].abs().max().item() <= TOL, name
         for ga, gb in zip(a[1][1:3], b[1][1:3]):   # k and v (q's row 4 differs: zero in b)
             assert (ga - gb).abs().max().item() <= TOL, name
+
+
+PLUGIN = '''
+"""A plugin file: a scorer, softmax(2 s), and a fast form of its own that auto gives it."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from scorers import LogitsScorer, register_scorer
+from scorers.forms import FastForm, register_form
+
+
+@register_scorer("plugin_doubled", family="test")
+class Doubled(LogitsScorer):
+    doubled_logits = True
+
+    def weights(self, s, mask):
+        return torch.softmax((2.0 * s).masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@register_form("plugin_doubled_sdpa")
+class DoubledSDPA(FastForm):
+    auto = ("cpu",)
+
+    @classmethod
+    def applies_to(cls, scorer):
+        return getattr(scorer, "doubled_logits", False)
+
+    def attend(self, scorer, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              scale=2.0 / math.sqrt(q.shape[-1]))
+'''
+
+
+def test_a_plugin_declares_a_fast_form_in_its_own_file_and_auto_picks_it(tmp_path):
+    import scorers
+    from scorers import forms, registry
+
+    path = tmp_path / "doubled.py"
+    path.write_text(PLUGIN)
+    with registry.scoped(), forms.scoped():
+        assert scorers.load_plugin(path, report=False)
+        assert "plugin_doubled_sdpa" in scorers.fast.modes()
+        assert scorers.get_scorer_class("plugin_doubled").fast_forms() == (
+            "compile", "plugin_doubled_sdpa")
+        assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
+        model = torch.nn.ModuleList([scorers.Attention(16, 2, "plugin_doubled"),
+                                     scorers.Attention(16, 2, "ssa")])
+        assert accelerate(model, "auto") == {"plugin_doubled": "plugin_doubled_sdpa",
+                                             "ssa": "dense"}
+        scorer = model[0].scorer
+        q, k, v, g = inputs()
+        for mask_name in ("none", "causal"):
+            mask = masks().get(mask_name)
+            got = run(scorer.attend, scorer, q, k, v, g, mask)
+            ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"plugin form {mask_name}")
+    assert "plugin_doubled_sdpa" not in scorers.fast.modes()

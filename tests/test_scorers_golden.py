@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scorer_checks import single_thread  # noqa: F401  (autouse fixture)
+from scorer_checks import set_fast, single_thread  # noqa: F401  (autouse fixture)
 from scorers import ScorerError, causal_mask, create_scorer
 from scorers.softmax import adaptive_beta
 
@@ -170,7 +170,8 @@ def test_learnable_temperature_at_init_equals_softmax():
     assert temp.log_tau.shape == (3,)
     assert (temp.weights_from_qk(q, k, mask) - ref.weights_from_qk(q, k, mask)).abs().max() <= 1e-7
     for fast in (False, True):
-        temp.use_fast_path = ref.use_fast_path = fast
+        set_fast(temp, fast)
+        set_fast(ref, fast)
         assert (temp.attend(q, k, v, mask) - ref.attend(q, k, v, mask)).abs().max() <= 1e-7
 
 
@@ -239,7 +240,8 @@ def test_learned_sink_at_init_equals_softmax_plus_one():
     b = create_scorer("softmax1", num_heads=3)
     assert torch.equal(a.sink, torch.zeros(3))
     for fast in (False, True):
-        a.use_fast_path = b.use_fast_path = fast
+        set_fast(a, fast)
+        set_fast(b, fast)
         assert (a.attend(q, k, v, causal_mask(10)) - b.attend(q, k, v, causal_mask(10))).abs().max() <= 1e-6
     np.testing.assert_allclose(row_weights("softmax_plus_one"),
                                np.exp(X) / (1 + np.exp(X).sum()), atol=1e-12)
@@ -338,7 +340,7 @@ def test_cosformer_row_orthogonal_to_every_key_outputs_zero():
     q[0, 0, 2] = -1.0
     scorer = create_scorer("cosformer", max_len=8)
     for fast in (False, True):
-        scorer.use_fast_path = fast
+        set_fast(scorer, fast)
         out = scorer.attend(q, k, v, causal_mask(6))
         assert bool(torch.isfinite(out).all()) and torch.equal(out[0, 0, 2], torch.zeros(4, dtype=torch.float64))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from scorers.forms import FORMS
+from scorers.forms import form_names
 
 
 def _positive(text: str) -> int:
@@ -54,7 +54,7 @@ def register(sub, common):
     s.add_argument("--dtype", default="float32",
                    choices=["float32", "bfloat16", "float16", "float64"])
     s.add_argument("--fast", default="auto",
-                   choices=["off", "auto", *FORMS],
+                   choices=["off", "auto", *form_names()],
                    help="fast-path mode measured next to attend (default auto; off: attend only)")
     _common_options(s)
     s.set_defaults(func=run_scorers)
@@ -67,7 +67,7 @@ def register(sub, common):
                    help="model and batch sizes (default small: seconds per step on a CPU; "
                         "tiny: a quick check that the bench runs)")
     t.add_argument("--fast", default="auto",
-                   choices=["off", "auto", *FORMS],
+                   choices=["off", "auto", *form_names()],
                    help="the backbones' scorer paths: auto (default) and off as training runs "
                         "them ([run] fast), or one mode of scorers.fast")
     _common_options(t)
@@ -103,7 +103,7 @@ def run_bench_cells(task: str, overrides: dict, scorers_spec: str, *, results: s
     """Run the cells of ``task`` (a cost-track task) for the scorers of ``scorers_spec`` through
     the harness's runner (profile ``bench``, seed 0), measuring again even where a record exists;
     write each record under ``results`` (None: write nothing). Returns the records."""
-    from ..bench import PROFILE
+    from tasks.bench import PROFILE
     from ..cells import expand
     from ..profiles import Profile
     from ..runner import CellJob, run_cell
@@ -162,7 +162,7 @@ def run_scorers(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..bench import BenchError, parse_shapes
+    from tasks.bench import BenchError, parse_shapes
 
     console = Console()
     try:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 
 def register(sub, common):
+    from scorers.fast.policy import FAST_MODES
+
     from ..executors import get_executor_class, list_executors
     from ..scheduler import RERUN_CHOICES
     from .run import _seeds, _workers, add_estimate_from
@@ -53,7 +55,7 @@ def register(sub, common):
     add_estimate_from(p)
     p.add_argument("--skip-run", action="store_true",
                    help="publish and compare only; run no cell")
-    p.add_argument("--fast", choices=["auto", "off"], default=None,
+    p.add_argument("--fast", choices=FAST_MODES, default=None,
                    help="the scorers' fast paths in training (default: the profile's [run] fast)")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)

@@ -37,6 +37,8 @@ def _workers(text: str) -> int:
 
 
 def register(sub, common):
+    from scorers.fast.policy import FAST_MODES
+
     from ..executors import get_executor_class, list_executors
     from ..scheduler import RERUN_CHOICES
 
@@ -64,7 +66,7 @@ def register(sub, common):
                    help="stop after the first cell with status error, oom or timeout")
     p.add_argument("--executor", default="local", choices=list_executors(),
                    help="the engine that runs the cells (default local)")
-    p.add_argument("--fast", choices=["auto", "off"], default=None,
+    p.add_argument("--fast", choices=FAST_MODES, default=None,
                    help="the scorers' fast paths in training (default: the profile's [run] fast, "
                         "auto unless it says otherwise); not part of a cell's identity")
     p.add_argument("--dry-run", action="store_true",

@@ -12,38 +12,31 @@ the CLI work without the optional extra installed; it is imported below to regis
 """
 from __future__ import annotations
 
-import difflib
+from registry import Registry
 
 from .base import Event, Executor, ExecutorError, Progress, Started
 
-_EXECUTORS: dict[str, type] = {}
+EXECUTORS: Registry[type] = Registry("executor", error=ExecutorError,
+                                     listing="Available: {names}.")
 
 
 def register_executor(name: str):
     """Class decorator registering an executor class under ``name``."""
 
     def decorator(cls: type) -> type:
-        if name in _EXECUTORS and _EXECUTORS[name].__qualname__ != cls.__qualname__:
-            raise ExecutorError(f"executor {name!r} is already registered by "
-                                f"{_EXECUTORS[name].__module__}.{_EXECUTORS[name].__qualname__}")
+        EXECUTORS.register(name, cls)
         cls.name = name
-        _EXECUTORS[name] = cls
         return cls
 
     return decorator
 
 
 def get_executor_class(name: str) -> type:
-    if name not in _EXECUTORS:
-        close = difflib.get_close_matches(name, list(_EXECUTORS), n=3, cutoff=0.5)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ExecutorError(f"unknown executor {name!r}.{hint} Available: "
-                            f"{', '.join(sorted(_EXECUTORS))}.")
-    return _EXECUTORS[name]
+    return EXECUTORS.get(name)
 
 
 def list_executors() -> list[str]:
-    return sorted(_EXECUTORS)
+    return EXECUTORS.names()
 
 
 def create_executor(name: str, **options) -> Executor:

@@ -36,6 +36,7 @@ import numpy as np
 from . import cache
 from .bpe import TextTokenizer, cached_bpe
 from .corpora import Document, document
+from .documents import TrainingData, load_documents, save_documents
 from .files import DataFileError, cache_dir, sha256_file
 
 NAME = "fineweb_edu"
@@ -199,12 +200,7 @@ def prepare(directory: Path, paths: Iterable[Path], tokenizer: TextTokenizer,
             if n_train >= max_train_tokens:
                 break
     for split, docs in heldout.items():
-        cache.save_ragged(directory, split, tokenizer.encode_batch([d.text for d in docs]))
-        cache.save_arrays(directory, **{f"{split}.words": np.array([d.words for d in docs],
-                                                                   np.int64),
-                                        f"{split}.bytes": np.array([d.bytes for d in docs],
-                                                                   np.int64)})
-        cache.save_json(directory, f"{split}.ids", [d.doc_id for d in docs])
+        save_documents(directory, split, docs, tokenizer)
     meta = {"train_tokens": n_train, "train_docs": n_docs, "dtype": np.dtype(dtype).name,
             **{f"{s}_docs": len(d) for s, d in heldout.items()}}
     cache.save_json(directory, "meta", meta)
@@ -236,9 +232,7 @@ def _lazy_paths(shards: Sequence[Shard]) -> Iterator[Path]:
 
 
 def training_data(vocab_size: int, max_train_tokens: int, *, shards: Sequence[Shard] = SHARDS):
-    """Tokenizer + memory-mapped training stream + held-out splits (``lm_data.TrainingData``)."""
-    from .lm_data import TrainingData, _load_documents
-
+    """Tokenizer + memory-mapped training stream + held-out splits (a ``TrainingData``)."""
     if max_train_tokens < 1:
         raise ValueError(f"fineweb_edu: max_train_tokens must be >= 1, got {max_train_tokens}")
     pins = [(s.name, s.sha256) for s in shards]
@@ -252,5 +246,5 @@ def training_data(vocab_size: int, max_train_tokens: int, *, shards: Sequence[Sh
                         info={"revision": REVISION, "max_train_tokens": int(max_train_tokens),
                               "tokenizer": tokenizer.sha256})
     return TrainingData(tokenizer, train_tokens(path),
-                        _load_documents(path, "validation", f"{NAME}:validation"),
-                        _load_documents(path, "test", f"{NAME}:test"))
+                        load_documents(path, "validation", f"{NAME}:validation"),
+                        load_documents(path, "test", f"{NAME}:test"))

@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable
 
 import torch
@@ -85,6 +86,11 @@ def make_mask(kind: str, b: int, length: int, device) -> torch.Tensor | None:
         valid[b // 2:, (3 * length) // 4:] = False
         return causal & valid[:, None, None, :]
     raise BenchError(f"--mask must be one of {MASKS}, got {kind!r}")
+
+
+def _utc_now() -> str:
+    """ISO-8601 UTC time, as the records write it (``suite.provenance.utc_now``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def load_average() -> list[float] | None:
@@ -265,10 +271,10 @@ class ScorerBenchConfig:
             raise BenchError(f"--dtype must be float32, bfloat16, float16 or float64, got "
                              f"{self.dtype!r}")
         _clock(self.clock)
-        from scorers.fast import MODES
+        from scorers.fast import modes
 
-        if self.fast_mode not in ("off", *MODES):
-            raise BenchError(f"--fast must be 'off' or one of {MODES}, got {self.fast_mode!r}")
+        if self.fast_mode not in modes():
+            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
         if self.block_size < 1:
             raise BenchError(f"--block-size must be >= 1, got {self.block_size}")
 
@@ -315,14 +321,12 @@ def bench_scorers(names: list[str], config: ScorerBenchConfig,
     import scorers
     from scorers.fast import accelerate, choose_path
 
-    from .provenance import utc_now
-
     config.check()
     if config.threads:
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     dtype = getattr(torch, config.dtype)
-    result = ScorerBench(config, list(names), load_before=load_average(), started=utc_now())
+    result = ScorerBench(config, list(names), load_before=load_average(), started=_utc_now())
     t0 = time.perf_counter()
     for shape in (tuple(s) for s in config.shapes):
         label = shape_label(shape)
@@ -366,7 +370,7 @@ def bench_scorers(names: list[str], config: ScorerBenchConfig,
         result.variants[label] = per_scorer
     result.wall_time_s = time.perf_counter() - t0
     result.load_after = load_average()
-    result.finished = utc_now()
+    result.finished = _utc_now()
     return result
 
 
@@ -484,7 +488,55 @@ def scorer_outcome(result: ScorerBench, name: str) -> Outcome:
 # ---------------------------------------------------------------------------------------------
 # bench train
 
-BACKBONES = ("icl", "decoder", "encoder")
+@dataclass(frozen=True)
+class Backbone:
+    """A backbone of tasks/models as the training bench runs it: ``build(scorer, size, device,
+    gen)`` -> (model, loss function of no argument, tokens per step); ``bidirectional``: it
+    attends both ways (causal-only scorers cannot run it)."""
+
+    build: Callable
+    bidirectional: bool = False
+
+
+def _icl(scorer: str, size: dict, device, gen: torch.Generator):
+    from .models.icl import ICLModel, ICLModelConfig
+
+    model = ICLModel(ICLModelConfig(scorer=scorer, **size["model"]), seed=0)
+    xs = torch.randn(size["batch"], size["points"], generator=gen).to(device)
+    ys = torch.randn(size["batch"], size["points"], generator=gen).to(device)
+    return model, lambda: F.mse_loss(model(xs, ys), ys), 2 * size["batch"] * size["points"]
+
+
+def _decoder(scorer: str, size: dict, device, gen: torch.Generator):
+    from .models.decoder import Decoder, DecoderConfig
+
+    model = Decoder(DecoderConfig(scorer=scorer, **size["model"]), seed=0)
+    ids = torch.randint(0, model.cfg.vocab_size, (size["batch"], size["length"] + 1),
+                        generator=gen).to(device)
+    return (model, lambda: model.loss(ids[:, :-1], ids[:, 1:]),
+            size["batch"] * size["length"])
+
+
+def _encoder(scorer: str, size: dict, device, gen: torch.Generator):
+    from .models.encoder import Encoder, EncoderConfig
+
+    model = Encoder(EncoderConfig(scorer=scorer, **size["model"]))
+    model.init_weights(gen)
+    vocab, pad = model.cfg.vocab_size, model.cfg.pad_token_id
+    ids = torch.randint(pad + 1, vocab, (size["batch"], size["length"]), generator=gen)
+    ids[size["batch"] // 2:, (3 * size["length"]) // 4:] = pad
+    ids = ids.to(device)
+    targets = ids.clone()
+
+    def loss_fn():
+        logits = model.logits(model(ids))
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=pad)
+
+    return model, loss_fn, int((ids != pad).sum())
+
+
+BACKBONES = {"icl": Backbone(_icl), "decoder": Backbone(_decoder),
+             "encoder": Backbone(_encoder, bidirectional=True)}
 
 
 @dataclass
@@ -514,10 +566,10 @@ class TrainBenchConfig:
         if self.size not in TRAIN_SIZES:
             raise BenchError(f"--size must be one of {sorted(TRAIN_SIZES)}, got {self.size!r}")
         _clock(self.clock)
-        from scorers.fast import MODES
+        from scorers.fast import modes
 
-        if self.fast_mode not in ("off", *MODES):
-            raise BenchError(f"--fast must be 'off' or one of {MODES}, got {self.fast_mode!r}")
+        if self.fast_mode not in modes():
+            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
 
 
 
@@ -558,54 +610,15 @@ def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mod
     """A closure running one training step of ``backbone`` with ``scorer``, its tokens, and the
     path the scorer runs: "auto" and "off" through ``tasks.training.prepare_model``, as a
     training task runs it; another mode through ``scorers.fast.accelerate`` directly."""
-    from scorers.fast import accelerate
-    from tasks.base import RunContext
-    from tasks.training import FAST_MODES, prepare_model
+    from scorers.fast import FAST_MODES, accelerate
 
-    gen = torch.Generator().manual_seed(0)
-    if backbone == "icl":
-        from tasks.models.icl import ICLModel, ICLModelConfig
+    from .base import RunContext
+    from .training import prepare_model
 
-        model = ICLModel(ICLModelConfig(scorer=scorer, **size["model"]), seed=0)
-        xs = torch.randn(size["batch"], size["points"], generator=gen)
-        ys = torch.randn(size["batch"], size["points"], generator=gen)
-        xs, ys = xs.to(device), ys.to(device)
-
-        def loss_fn():
-            return F.mse_loss(model(xs, ys), ys)
-
-        tokens = 2 * size["batch"] * size["points"]
-    elif backbone == "decoder":
-        from tasks.models.decoder import Decoder, DecoderConfig
-
-        model = Decoder(DecoderConfig(scorer=scorer, **size["model"]), seed=0)
-        vocab = model.cfg.vocab_size
-        ids = torch.randint(0, vocab, (size["batch"], size["length"] + 1), generator=gen)
-        ids = ids.to(device)
-
-        def loss_fn():
-            return model.loss(ids[:, :-1], ids[:, 1:])
-
-        tokens = size["batch"] * size["length"]
-    elif backbone == "encoder":
-        from tasks.models.encoder import Encoder, EncoderConfig
-
-        model = Encoder(EncoderConfig(scorer=scorer, **size["model"]))
-        model.init_weights(gen)
-        vocab, pad = model.cfg.vocab_size, model.cfg.pad_token_id
-        ids = torch.randint(pad + 1, vocab, (size["batch"], size["length"]), generator=gen)
-        ids[size["batch"] // 2:, (3 * size["length"]) // 4:] = pad
-        ids = ids.to(device)
-        targets = ids.clone()
-
-        def loss_fn():
-            logits = model.logits(model(ids))
-            return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
-                                   ignore_index=pad)
-
-        tokens = int((ids != pad).sum())
-    else:
+    if backbone not in BACKBONES:
         raise BenchError(f"unknown backbone {backbone!r}; choose from {list(BACKBONES)}")
+    model, loss_fn, tokens = BACKBONES[backbone].build(scorer, size, device,
+                                                       torch.Generator().manual_seed(0))
     model.to(device).train()
     if fast_mode in FAST_MODES:
         paths = prepare_model(model, RunContext(device=torch.device(device), fast=fast_mode))
@@ -643,20 +656,18 @@ def bench_train(names: list[str], config: TrainBenchConfig,
     """Training-step time of each backbone per scorer; softmax is always measured too."""
     import scorers
 
-    from .provenance import utc_now
-
     config.check()
     if config.threads:
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     names = list(dict.fromkeys(["softmax", *names]))
-    result = TrainBench(config, names, load_before=load_average(), started=utc_now())
+    result = TrainBench(config, names, load_before=load_average(), started=_utc_now())
     t0 = time.perf_counter()
     for backbone in config.backbones:
         size = TRAIN_SIZES[config.size][backbone]
         found, skipped = {}, {}
         for name in names:
-            if backbone == "encoder" and scorers.get_scorer_class(name).causal_only:
+            if BACKBONES[backbone].bidirectional and scorers.get_scorer_class(name).causal_only:
                 skipped[name] = "causal-only scorer; the encoder attends both ways"
                 continue
             try:
@@ -675,7 +686,7 @@ def bench_train(names: list[str], config: TrainBenchConfig,
         result.skipped[backbone] = skipped
     result.wall_time_s = time.perf_counter() - t0
     result.load_after = load_average()
-    result.finished = utc_now()
+    result.finished = _utc_now()
     return result
 
 
