@@ -135,6 +135,10 @@ CLAIM_FIELDS = _fields(
     Field("detectable", "detectable", "Smallest difference the seeds run could detect; an effect "
           "below it is not evidence of no effect. Smaller is better.", "num"),
     Field("n_seeds", "seeds", "Seeds in the test; more is better.", "int"),
+    Field("reason", "why", "Why the verdict: what is missing (not run), why the metric cannot "
+          "tell at this profile (uninformative), why there is nothing to test (degenerate), or "
+          "the difference detectable at the verdict's Holm-corrected level (not supported).",
+          "text"),
     Field("scorer", "scorer", "The scorer the claim is about.", "text"),
     Field("baseline", "baseline", "What the scorer is compared with.", "text"),
     Field("task", "task", "Task the claim is tested on.", "text"),

@@ -56,8 +56,7 @@ def metric_note(rows: list[dict]) -> str | None:
     pairs = [r for r in rows if r.get("degenerate")]
     notes = []
     if first.get("stand_in_for"):
-        notes.append(f"{where}: headline in place of {first['stand_in_for']}: "
-                     f"{first.get('informative_reason') or ''}")
+        notes.append(f"{where}: headline here; {first.get('informative_reason') or ''}")
     if pairs:
         notes.append(f"{where}: degenerate against the baseline for "
                      + "; ".join(r["degenerate"] for r in pairs))
