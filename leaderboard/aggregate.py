@@ -53,7 +53,7 @@ import pandas as pd
 
 from suite.records import FAILURES, TRACKS
 
-from . import stats
+from . import informative, stats
 from .claims import judge as judge_claims
 from .claims import load_claims
 from .records import LoadedRecords, Problem, Record
@@ -84,6 +84,8 @@ ROW_COLUMNS = {
     "detectable_vs_baseline": "float", "vs_baseline": "str",
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "date": "str", "git_sha": "json", "hardware": "json", "harness_version": "json",
+    "normalized": "float", "informative": "bool", "informative_reason": "str",
+    "degenerate": "str", "stand_in_for": "str", "not_learned": "str",
 }
 OVERALL_COLUMNS = {
     "profile": "str", "scorer": "str", "score": "float", "ci_low": "float", "ci_high": "float",
@@ -91,6 +93,7 @@ OVERALL_COLUMNS = {
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "n_cells": "int", "n_failed": "int", "failures": "json",
     "date": "str", "git_sha": "json", "hardware": "json",
+    "score_rank": "int", "rank_without": "json", "outside_anchors": "json",
 }
 FAILED_CELL_COLUMNS = {
     "profile": "str", "track": "str", "task": "str", "scorer": "str", "seed": "int",
@@ -102,7 +105,9 @@ SUPERSEDED_COLUMNS = {
     "profile": "str", "n_cells": "int", "reason": "str",
 }
 PROBLEM_COLUMNS = {"path": "str", "reason": "str", "skipped": "bool"}
-TASK_SCORE_COLUMNS = {"profile": "str", "task": "str", "scorer": "str", "score": "float"}
+TASK_SCORE_COLUMNS = {"profile": "str", "task": "str", "scorer": "str", "score": "float",
+                      "score_unclipped": "float"}
+OVERALL_TASK_COLUMNS = {"profile": "str", "task": "str", "metrics": "json", "share": "float"}
 GRID_COLUMNS = {
     "profile": "str", "task": "str", "grid": "str", "scorer": "str", "rows_name": "str",
     "cols_name": "str", "rows": "json", "cols": "json", "values": "json", "n": "int",
@@ -112,11 +117,12 @@ CLAIM_COLUMNS = {
     "baseline": "str", "task": "str", "metric": "str", "direction": "str", "paper": "str",
     "verdict": "str", "effect": "float", "ci_low": "float", "ci_high": "float", "p": "float",
     "p_raw": "float", "test": "str", "n_seeds": "int", "detectable": "float",
-    "min_effect": "float",
+    "min_effect": "float", "role": "str", "reason": "str", "alpha_corrected": "float",
 }
 FRAMES = {"rows": ROW_COLUMNS, "overall": OVERALL_COLUMNS, "failed_cells": FAILED_CELL_COLUMNS,
           "superseded": SUPERSEDED_COLUMNS, "problems": PROBLEM_COLUMNS,
-          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS, "claims": CLAIM_COLUMNS}
+          "task_scores": TASK_SCORE_COLUMNS, "grids": GRID_COLUMNS, "claims": CLAIM_COLUMNS,
+          "overall_tasks": OVERALL_TASK_COLUMNS}
 
 
 def _clean(value: Any, kind: str) -> Any:
@@ -172,6 +178,7 @@ class Board:
     task_scores:  per (profile, quality task, scorer): the normalized headline score of the overall.
     grids:        per (profile, task, grid, scorer): the grid averaged over ``ok`` seeds.
     claims:       per (paper claim, scorer, profile): the verdict (see :mod:`leaderboard.claims`).
+    overall_tasks: per (profile, task of the overall): its metrics and its share of the spread.
     meta:         release name, record counts, date range, git shas, hardware, method constants.
     """
 
@@ -184,6 +191,8 @@ class Board:
     task_scores: pd.DataFrame
     grids: pd.DataFrame
     claims: pd.DataFrame
+    overall_tasks: pd.DataFrame = field(
+        default_factory=lambda: _frame([], OVERALL_TASK_COLUMNS))
 
     def to_dict(self) -> dict:
         """The JSON document of the release (``results.json``): plain types, NaN as null."""
@@ -340,6 +349,8 @@ def _metric_stats(profile: str, task: str, metric: str, direction: str, min_effe
                 a, b = s.values(common), base.values(common)
                 row["delta_vs_baseline"] = float(np.mean(a - b))
             if len(common) >= 2:
+                row["degenerate_pair"] = informative.comparison_degenerate(
+                    a.tolist(), b.tolist(), s.label, baseline)
                 row["p_vs_baseline"] = stats.paired_t(a, b)
                 row["p_signflip"] = stats.sign_flip(a, b)
                 row["sd_paired"] = float(np.std(a - b, ddof=1))
@@ -360,8 +371,11 @@ def _metric_stats(profile: str, task: str, metric: str, direction: str, min_effe
                 cache[key] = math.nan
             else:
                 x, y = present[a].values(common), present[b].values(common)
-                cache[key] = (1.0 if abs(float(np.mean(x - y))) < effect
-                              else stats.paired_t(x, y))
+                if informative.comparison_degenerate(x.tolist(), y.tolist(), a, b):
+                    cache[key] = math.nan   # both constant: nothing to test
+                else:
+                    cache[key] = (1.0 if abs(float(np.mean(x - y))) < effect
+                                  else stats.paired_t(x, y))
         return cache[key]
 
     means = {label: s.mean() for label, s in present.items()}
@@ -382,7 +396,8 @@ def _verdicts(rows: list[dict], alpha: float) -> None:
     bh: dict[tuple, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
         r["p_vs_baseline_holm"] = r["p_vs_baseline_bh"] = math.nan
-        if not math.isnan(r["p_vs_baseline"]) and r["track"] not in DESCRIPTIVE_TRACKS:
+        if not math.isnan(r["p_vs_baseline"]) and r["track"] not in DESCRIPTIVE_TRACKS \
+                and _judgeable(r):
             holm[(r["profile"], r["scorer"], r["headline"])].append(i)
             bh[(r["profile"], r["task"], r["metric"])].append(i)
     for families, key, adjust in ((holm, "p_vs_baseline_holm", stats.holm),
@@ -392,7 +407,13 @@ def _verdicts(rows: list[dict], alpha: float) -> None:
                 rows[i][key] = float(p)
     for r in rows:
         delta = r["delta_vs_baseline"]
-        if r["track"] in DESCRIPTIVE_TRACKS or math.isnan(r["p_vs_baseline_holm"]):
+        if r["track"] in DESCRIPTIVE_TRACKS or r["n_paired"] < 2:
+            r["vs_baseline"] = ""
+        elif r.get("informative") is False:
+            r["vs_baseline"] = "uninformative"
+        elif r.get("degenerate"):
+            r["vs_baseline"] = "degenerate"
+        elif math.isnan(r["p_vs_baseline_holm"]):
             r["vs_baseline"] = ""
         elif abs(delta) < r["min_effect"]:
             r["vs_baseline"] = "tie"
@@ -400,6 +421,92 @@ def _verdicts(rows: list[dict], alpha: float) -> None:
             r["vs_baseline"] = "better" if delta * _better_sign(r["direction"]) > 0 else "worse"
         else:
             r["vs_baseline"] = "n.s."
+
+
+def _judgeable(row: dict) -> bool:
+    """Whether a row can get a verdict: its metric is not uninformative at the profile and
+    neither the metric nor its comparison with the baseline is degenerate."""
+    return row.get("informative") is not False and not row.get("degenerate")
+
+
+def _informative(rows: list[dict], task: str, task_z: dict, baseline: str, track: str,
+                 alpha: float) -> None:
+    """Decide, per metric of one (profile, task), whether it is informative (from the baseline's
+    normalized values only), which headline a stand-in replaces, which scorers did not learn the
+    task in distribution; uninformative and degenerate metrics lose their tiers and ranks."""
+    if track in DESCRIPTIVE_TRACKS:
+        for r in rows:
+            r.update(informative=None, informative_reason="", stand_in_for="", not_learned="")
+        return
+    baseline_z = {m: list(by_label.get(baseline, {}).values()) for m, by_label in task_z.items()}
+    metrics = sorted({r["metric"] for r in rows})
+    decisions = {m: informative.decide(task, m, baseline_z, alpha) for m in metrics}
+    headline = {r["metric"] for r in rows if r["headline"]}
+    stand_ins = {}
+    for m in sorted(headline):
+        rule = informative.rule_for(task, m)
+        if (decisions[m].informative is False and rule is not None and rule.stand_in
+                and rule.stand_in in metrics and rule.stand_in not in headline
+                and decisions[rule.stand_in].informative):
+            stand_ins[rule.stand_in] = m
+    scorer_z: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    for m, by_label in task_z.items():
+        for label, seeds in by_label.items():
+            scorer_z[label][m] = list(seeds.values())
+    by_metric: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_metric[r["metric"]].append(r)
+    for m, mrows in by_metric.items():
+        metric_level = informative.metric_degenerate(
+            {r["scorer"]: dict(zip(r["seeds"], r["values"])) for r in mrows})
+        for r in mrows:
+            d = decisions[m]
+            r["informative"], r["informative_reason"] = d.informative, d.reason
+            r["stand_in_for"] = stand_ins.get(m, "")
+            if r["stand_in_for"]:
+                r["headline"] = True
+                r["informative_reason"] = (f"stands in for {r['stand_in_for']}, which is "
+                                           f"uninformative here; {d.reason}")
+            r["not_learned"] = informative.did_not_learn(task, scorer_z[r["scorer"]], alpha) \
+                or ""
+            if d.informative is False or metric_level:
+                r["tier"], r["rank_low"], r["rank_high"] = None, math.nan, math.nan
+
+
+def _overall_norms(rows: list[dict], all_z: dict, anchored: dict,
+                   uninformative: list[str]) -> dict:
+    """The headline metrics the overall uses, per (profile, task): the anchored ones (a stand-in
+    included) that are not uninformative; ``anchored`` is updated to them and
+    each metric left out is named in ``uninformative``. Returns (profile, task) -> scorer ->
+    seed -> [normalized value of each metric used, unclipped]."""
+    heads: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        if r["track"] in OVERALL_TRACKS and r["headline"]:
+            heads[(r["profile"], r["task"])].setdefault(r["metric"], r)
+    out = {}
+    for key in sorted(heads):
+        profile, task = key
+        used = []
+        for metric, r in sorted(heads[key].items()):
+            if metric not in anchored.get(key, []) and not (
+                    r["stand_in_for"] and r["floor"] is not None and r["ceiling"] is not None):
+                continue
+            if r["informative"] is False:
+                uninformative.append(f"{task}/{metric} ({profile}): {r['informative_reason']}")
+            else:
+                used.append(metric)
+        if used:
+            anchored[key] = used
+        else:
+            anchored.pop(key, None)
+        per_scorer: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for metric in used:
+            for label, seeds in all_z.get(key, {}).get(metric, {}).items():
+                for seed, z in seeds.items():
+                    if math.isfinite(z):
+                        per_scorer[label][seed].append(z)
+        out[key] = {label: dict(v) for label, v in per_scorer.items()}
+    return out
 
 
 def _provenance_lists(records: list[Record]) -> dict:
@@ -454,10 +561,11 @@ def _nanmean(a: np.ndarray, axis: int) -> np.ndarray:
         return np.nanmean(a, axis=axis)
 
 
-def normalized(x: float, floor: float | None, ceiling: float | None, log_scale: bool) -> float:
-    """clip((x - floor) / (ceiling - floor), 0, 1), on log(x) when ``log_scale``: 0 = the trivial
-    predictor or chance, 1 = perfect. NaN without both anchors (or a non-positive value on a log
-    scale)."""
+def normalized(x: float, floor: float | None, ceiling: float | None, log_scale: bool,
+               clip: bool = True) -> float:
+    """(x - floor) / (ceiling - floor), on log(x) when ``log_scale``: 0 = the trivial predictor or
+    chance, 1 = perfect; clipped to [0, 1] unless ``clip`` is false (below 0: worse than the
+    floor). NaN without both anchors (or a non-positive value on a log scale)."""
     if floor is None or ceiling is None or math.isnan(x):
         return math.nan
     if log_scale:
@@ -466,7 +574,8 @@ def normalized(x: float, floor: float | None, ceiling: float | None, log_scale: 
         x, floor, ceiling = math.log(x), math.log(floor), math.log(ceiling)
     if floor == ceiling:
         return math.nan
-    return min(1.0, max(0.0, (x - floor) / (ceiling - floor)))
+    z = (x - floor) / (ceiling - floor)
+    return min(1.0, max(0.0, z)) if clip else z
 
 
 @dataclass
@@ -479,15 +588,19 @@ class _TaskScore:
     var: float
     df: float
     seeds: dict[int, float]
+    unclipped: float = math.nan
 
 
 def _task_score(per_seed: dict[int, list[float]], all_failed: bool) -> _TaskScore | None:
-    seeds = {k: float(np.mean(v)) for k, v in sorted(per_seed.items()) if v}
+    """``per_seed``: seed -> the unclipped normalized values of the task's headline metrics; the
+    score clips each to [0, 1], ``unclipped`` keeps them as they are."""
+    seeds = {k: float(np.mean(np.clip(v, 0.0, 1.0))) for k, v in sorted(per_seed.items()) if v}
     if seeds:
         x = np.array(list(seeds.values()))
         var = float(x.var(ddof=1)) / x.size if x.size > 1 else math.nan
-        return _TaskScore(float(x.mean()), var, float(x.size - 1), seeds)
-    return _TaskScore(0.0, 0.0, 1.0, {}) if all_failed else None
+        raw = float(np.mean([np.mean(v) for v in per_seed.values() if v]))
+        return _TaskScore(float(x.mean()), var, float(x.size - 1), seeds, raw)
+    return _TaskScore(0.0, 0.0, 1.0, {}, 0.0) if all_failed else None
 
 
 def _difference(a: dict[str, _TaskScore], c: dict[str, _TaskScore]) -> tuple[list, list, list]:
@@ -545,10 +658,12 @@ def _win_rate(prows: list[dict], scenarios: list[tuple[str, str]], scorer: str) 
 
 
 def _overall(rows: list[dict], seed_norms: dict, anchored: dict, records_by_scorer: dict,
-             alpha: float) -> tuple[list[dict], list[dict]]:
+             alpha: float) -> tuple[list[dict], list[dict], list[dict]]:
     """Per profile: the fixed-anchor quality score per scorer, with t interval, mean win rate,
-    tiers and rank intervals; and the per-task normalized scores it averages."""
-    out, task_scores = [], []
+    tiers and rank intervals, its rank with each task left out and the tasks where its unclipped
+    score leaves [0, 1]; the per-task normalized scores it averages; each task's metrics and
+    share of the spread of the overall across scorers."""
+    out, task_scores, overall_tasks = [], [], []
     by_profile: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         if r["track"] in OVERALL_TRACKS:
@@ -573,7 +688,8 @@ def _overall(rows: list[dict], seed_norms: dict, anchored: dict, records_by_scor
                 if ts is not None:
                     scores[s] = ts
             per_task[task] = scores
-            task_scores += [dict(profile=profile, task=task, scorer=s, score=ts.score)
+            task_scores += [dict(profile=profile, task=task, scorer=s, score=ts.score,
+                                 score_unclipped=ts.unclipped)
                             for s, ts in sorted(scores.items())]
         tasks_of = {s: {t: per_task[t][s] for t in per_task if s in per_task[t]} for s in scorers}
         overall_score, summary = {}, {}
@@ -604,6 +720,14 @@ def _overall(rows: list[dict], seed_norms: dict, anchored: dict, records_by_scor
 
         tiers = stats.assign_tiers(testable, True, pvalue, alpha)
         ranks = stats.rank_intervals(testable, True, pvalue, alpha)
+        by_scorer = {s: {t: ts.score for t, ts in tasks_of[s].items()} for s in scorers}
+        without = informative.leave_one_out_ranks(by_scorer)
+        point = {s: v for s, v in overall_score.items() if not math.isnan(v)}
+        score_rank = {s: 1 + sum(1 for o in point.values() if o > v + stats.tolerance(o, v))
+                      for s, v in point.items()}
+        shares = informative.spread_shares(by_scorer)
+        overall_tasks += [dict(profile=profile, task=t, metrics=anchored.get((profile, t), []),
+                               share=shares.get(t, math.nan)) for t in sorted(per_task)]
         for s in scorers:
             by_task = defaultdict(list)
             for r in prows:
@@ -624,10 +748,13 @@ def _overall(rows: list[dict], seed_norms: dict, anchored: dict, records_by_scor
                 tier=tiers.get(s), rank_low=rank[0], rank_high=rank[1],
                 n_cells=len(recs), n_failed=sum(_failure_counts(recs).values()),
                 failures=_failure_counts(recs), date=prov["date"], git_sha=prov["git_sha"],
-                hardware=prov["hardware"]))
+                hardware=prov["hardware"], score_rank=score_rank.get(s),
+                rank_without=without.get(s, {}),
+                outside_anchors={t: ts.unclipped for t, ts in sorted(tasks_of[s].items())
+                                 if ts.seeds and not 0.0 <= ts.unclipped <= 1.0}))
     out.sort(key=lambda r: (r["profile"], r["tier"] if r["tier"] is not None else math.inf,
                             -r["score"] if not math.isnan(r["score"]) else math.inf, r["scorer"]))
-    return out, task_scores
+    return out, task_scores, overall_tasks
 
 
 # --------------------------------------------------------------------------- main entry
@@ -651,7 +778,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         by_task[(label_of(r), r.task)].append(r)
 
     rows: list[dict] = []
-    seed_norms: dict[tuple, dict] = {}
+    all_z: dict[tuple, dict] = {}
     anchored: dict[tuple, list[str]] = {}
     unanchored: list[str] = []
     grids: list[dict] = []
@@ -682,16 +809,18 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                         status=r.status if not bad else f"ok, null {', '.join(sorted(bad))}",
                         step=r.step, message=r.message, path=r.path, date=r.date,
                         git_sha=r.git_sha, hardware=r.hardware))
-        norms: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        zs: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        first_row = len(rows)
         for metric in sorted(specs):
             spec = dict(zip(SPEC_KEYS, specs[metric].most_common(1)[0][0]))
             direction, headline = spec["direction"], spec["headline"]
-            in_overall = (headline and track in OVERALL_TRACKS and spec["ceiling"] is not None
-                          and (spec["floor"] is not None
-                               or any("floor" in r.anchors.get(metric, {}) for r in recs)))
-            if headline and track in OVERALL_TRACKS and not in_overall:
+            rule = informative.rule_for(task, metric)
+            anchored_here = (spec["ceiling"] is not None
+                             and (spec["floor"] is not None
+                                  or any("floor" in r.anchors.get(metric, {}) for r in recs)))
+            if headline and track in OVERALL_TRACKS and not anchored_here:
                 unanchored.append(f"{task}/{metric} ({profile})")
-            if in_overall:
+            if headline and track in OVERALL_TRACKS and anchored_here:
                 anchored.setdefault((profile, task), []).append(metric)
             series = []
             for label in sorted(by_scorer):
@@ -700,14 +829,17 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                     value = r.metrics.get(metric, math.nan)
                     if r.status == "ok" and not math.isnan(value):
                         s.by_seed[r.seed] = (value, r.items.get(metric))
-                        if in_overall:
-                            anchor = {**spec, **r.anchors.get(metric, {})}
-                            x = normalized(value, anchor["floor"], anchor["ceiling"],
-                                           spec["log_scale"])
-                            norms[label][r.seed] += [] if math.isnan(x) else [x]
+                        anchor = {**spec, **r.anchors.get(metric, {})}
+                        if anchor["floor"] is None and rule is not None:
+                            anchor["floor"] = rule.floor
+                        zs[metric][label][r.seed] = normalized(
+                            value, anchor["floor"], anchor["ceiling"], spec["log_scale"],
+                            clip=False)
                 series.append(s)
             result = _metric_stats(profile, task, metric, direction, spec["min_effect"],
                                    track in DESCRIPTIVE_TRACKS, series, n_boot, alpha, baseline)
+            degenerate = ("" if track in DESCRIPTIVE_TRACKS else informative.metric_degenerate(
+                {s.label: {k: v for k, (v, _) in s.by_seed.items()} for s in series}))
             for label in sorted(by_scorer):
                 scorer_recs = by_scorer[label]
                 first = scorer_recs[0]
@@ -720,6 +852,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                     failures["null"] = nulls
                 st = result[label]
                 n_failed = sum(failures.values()) - nulls
+                z = [x for x in zs[metric][label].values() if math.isfinite(x)]
                 rows.append(dict(
                     profile=profile, track=track, task=task, task_version=first.task_version,
                     metric=metric, direction=direction, headline=headline, scorer=label,
@@ -731,10 +864,19 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
                     n_na=not_applicable, n_null=nulls,
                     survivors_only=bool(st["n"] > 0 and (n_failed + nulls) > 0),
                     floor=spec["floor"], ceiling=spec["ceiling"], log_scale=spec["log_scale"],
+                    normalized=float(np.mean(z)) if z else math.nan,
+                    degenerate=degenerate or st.pop("degenerate_pair", ""),
                     **st, **_provenance_lists(scorer_recs)))
-        seed_norms[(profile, task)] = {k: dict(v) for k, v in norms.items()}
+                rows[-1].pop("degenerate_pair", None)
+        task_z = {m: {label: dict(v) for label, v in by_label.items()}
+                  for m, by_label in zs.items()}
+        _informative(rows[first_row:], task, task_z, baseline, track, alpha)
+        all_z[(profile, task)] = task_z
     _verdicts(rows, alpha)
-    overall, task_scores = _overall(rows, seed_norms, anchored, records_by_scorer, alpha)
+    uninformative: list[str] = []
+    seed_norms = _overall_norms(rows, all_z, anchored, uninformative)
+    overall, task_scores, overall_tasks = _overall(rows, seed_norms, anchored,
+                                                   records_by_scorer, alpha)
 
     track_order = {t: i for i, t in enumerate(TRACKS)}
     rows.sort(key=lambda r: (track_order[r["track"]], r["task"], r["profile"], not r["headline"],
@@ -750,6 +892,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         "tie_tol": stats.TIE_TOL, "overall_min_effect": OVERALL_MIN_EFFECT,
         "overall_tracks": list(OVERALL_TRACKS), "descriptive_tracks": list(DESCRIPTIVE_TRACKS),
         "unanchored": sorted(unanchored),
+        "uninformative": sorted(uninformative),
         "n_files": len(loaded.records) + sum(1 for p in loaded.problems if p.skipped),
         "n_records": len(loaded.records), "n_used": len(used),
         "n_superseded": sum(s["n_cells"] for s in superseded),
@@ -774,6 +917,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         task_scores=_frame(task_scores, TASK_SCORE_COLUMNS),
         grids=_frame(grids, GRID_COLUMNS),
         claims=_frame(judge_claims(rows, load_claims(), alpha), CLAIM_COLUMNS),
+        overall_tasks=_frame(overall_tasks, OVERALL_TASK_COLUMNS),
     )
 
 

@@ -1,20 +1,29 @@
 """The paper's claims, judged: each claim of ``claims.toml`` against each profile of a release.
 
-A claim names a scorer, a baseline, a task, a metric and the direction the paper says is better
-for the scorer. At a profile where both ran the task with two or more common seeds, the effect is
-the mean paired difference scorer - baseline over those seeds, its 95% interval the Student t
-interval of the per-seed differences, and the test the paired t test; the p-values of the claims
-judged at one profile are Holm-corrected together. Verdicts:
+A claim names its primary scorer (the paper's own variant), scorers shown ``beside`` it, a
+baseline, a task, a metric, the direction the paper says is better for the scorer, and a practical
+minimum effect declared before any run (``min_effect`` in the metric's units, or
+``min_effect_relative`` times the baseline's mean). At a profile where both ran the task with two
+or more common seeds, the effect is the mean paired difference scorer - baseline over those seeds,
+its 95% interval the Student t interval of the per-seed differences, and the test the paired t
+test. The primary scorers' tests at one profile form one Holm family, the scorers beside them
+another. Verdicts, in this order:
 
-- ``supported``: adjusted p <= alpha, |effect| at least the metric's minimum effect, in the
-  claimed direction;
-- ``contradicted``: the same, in the other direction;
-- ``not supported``: neither; ``detectable`` is the smallest difference the test detects with
-  80% power there ("no difference larger than X");
 - ``not run``: at this profile the scorer or the baseline has no row of the metric, or they
-  share fewer than two seeds.
+  share fewer than two seeds;
+- ``uninformative``: the metric cannot tell scorers apart at this profile, by its rule
+  (:mod:`leaderboard.informative`, decided from the baseline's records alone);
+- ``degenerate``: every scorer's seeds give the same value, or both the scorer and the baseline
+  are constant over their seeds: there is no spread to test (not a tie);
+- ``supported``: Holm-adjusted p <= alpha and |effect| at least the claim's minimum effect, in
+  the claimed direction; ``contradicted``: the same, in the other direction;
+- ``not supported``: neither; ``detectable`` is the smallest difference the test detects with
+  80% power at the level the verdict needs, alpha / m for a family of m tests (a raw p below it
+  is significant under Holm whatever the other tests give), so "no difference larger than X"
+  is read at the verdict's own level.
 
-A release none of whose rows holds a claim's (task, metric) judges nothing (no claims list).
+Uninformative, degenerate and not-run entries are not tests and are not in a Holm family. A release
+none of whose rows holds a claim's (task, metric) judges nothing (no claims list).
 """
 from __future__ import annotations
 
@@ -34,7 +43,9 @@ else:  # pragma: no cover
 
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 FIELDS = ("id", "text", "source", "scorer", "baseline", "task", "metric", "direction", "paper")
-TEST = "paired t over seeds, Holm across the profile's claims"
+TEST = "paired t over seeds, Holm across the profile's claims (primary and beside apart)"
+VERDICTS = ("supported", "contradicted", "not supported", "uninformative", "degenerate",
+            "not run")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,16 @@ class Claim:
     direction: str
     paper: str
     beside: tuple[str, ...] = ()
+    min_effect: float | None = None
+    min_effect_relative: float | None = None
+
+    def practical_effect(self, baseline_mean: float) -> float:
+        """The claim's minimum effect in the metric's units (0 when none is declared)."""
+        if self.min_effect is not None:
+            return float(self.min_effect)
+        if self.min_effect_relative is not None and math.isfinite(baseline_mean):
+            return float(self.min_effect_relative) * abs(baseline_mean)
+        return 0.0
 
 
 def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
@@ -64,8 +85,15 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
         if entry["direction"] not in ("lower", "higher"):
             raise ValueError(f"{path}: claim {entry['id']}: direction must be 'lower' or "
                              f"'higher', got {entry['direction']!r}")
+        effects = [k for k in ("min_effect", "min_effect_relative") if k in entry]
+        if len(effects) != 1 or not isinstance(entry[effects[0]], (int, float)) \
+                or isinstance(entry[effects[0]], bool) or entry[effects[0]] < 0:
+            raise ValueError(f"{path}: claim {entry['id']}: declare exactly one practical "
+                             "minimum effect, min_effect (>= 0, in the metric's units) or "
+                             "min_effect_relative (>= 0, times the baseline's mean)")
         out.append(Claim(**{k: entry[k] for k in FIELDS},
-                         beside=tuple(entry.get("beside", ()))))
+                         beside=tuple(entry.get("beside", ())),
+                         **{effects[0]: float(entry[effects[0]])}))
     ids = [c.id for c in out]
     if len(ids) != len(set(ids)):
         raise ValueError(f"{path}: claim ids must be unique, got {sorted(ids)}")
@@ -74,46 +102,79 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
 
 def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> list[dict]:
     """One entry per (claim, scorer: the claim's and those ``beside`` it, profile)."""
+    from .informative import comparison_degenerate, metric_degenerate
+
     index = {(r["profile"], r["task"], r["metric"], r["scorer"]): r for r in rows}
     present = {(r["task"], r["metric"]) for r in rows}
     if not any((c.task, c.metric) in present for c in claims):
         return []
+    series: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        series.setdefault((r["profile"], r["task"], r["metric"]), {})[r["scorer"]] = dict(
+            zip(r["seeds"] or [], r["values"] or []))
     profiles = sorted({r["profile"] for r in rows})
     out = []
     for profile in profiles:
-        judged = []
+        families: dict[str, list[dict]] = {"primary": [], "beside": []}
         for claim in claims:
-            for scorer in (claim.scorer,) + claim.beside:
+            for role, scorer in [("primary", claim.scorer)] + [("beside", s)
+                                                                for s in claim.beside]:
                 entry = dict(id=claim.id, claim=claim.text, source=claim.source,
                              profile=profile, scorer=scorer, baseline=claim.baseline,
                              task=claim.task, metric=claim.metric, direction=claim.direction,
-                             paper=claim.paper, verdict="not run",
+                             paper=claim.paper, verdict="not run", reason="", role=role,
                              effect=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan,
                              p_raw=math.nan, test=TEST, n_seeds=0, detectable=math.nan,
-                             min_effect=math.nan)
+                             min_effect=math.nan, alpha_corrected=math.nan)
+                out.append(entry)
                 a = index.get((profile, claim.task, claim.metric, scorer))
                 b = index.get((profile, claim.task, claim.metric, claim.baseline))
-                if a is not None and b is not None:
-                    va = dict(zip(a["seeds"] or [], a["values"] or []))
-                    vb = dict(zip(b["seeds"] or [], b["values"] or []))
-                    common = sorted(set(va) & set(vb))
-                    if len(common) >= 2:
-                        x = np.array([va[k] for k in common])
-                        y = np.array([vb[k] for k in common])
-                        d = x - y
-                        entry.update(effect=float(d.mean()), n_seeds=len(common),
-                                     p_raw=stats.paired_t(x, y), min_effect=a["min_effect"])
-                        entry["ci_low"], entry["ci_high"] = stats.t_interval(d, alpha)
-                        entry["detectable"] = stats.detectable_difference(
-                            float(d.std(ddof=1)), len(common), alpha)
-                        judged.append(entry)
-                out.append(entry)
-        for entry, p in zip(judged, stats.holm([e["p_raw"] for e in judged])):
-            entry["p"] = float(p)
-            sign = 1.0 if entry["direction"] == "higher" else -1.0
-            effect = entry["effect"]
-            if p <= alpha and abs(effect) >= (entry["min_effect"] or 0.0):
-                entry["verdict"] = "supported" if sign * effect > 0 else "contradicted"
-            else:
-                entry["verdict"] = "not supported"
+                if a is None or b is None:
+                    entry["reason"] = (f"no {scorer if a is None else claim.baseline} records "
+                                       f"of {claim.task} / {claim.metric}")
+                    continue
+                va = dict(zip(a["seeds"] or [], a["values"] or []))
+                vb = dict(zip(b["seeds"] or [], b["values"] or []))
+                common = sorted(set(va) & set(vb))
+                if len(common) < 2:
+                    entry["reason"] = f"{len(common)} common seed(s); two are needed"
+                    continue
+                x = np.array([va[k] for k in common])
+                y = np.array([vb[k] for k in common])
+                d = x - y
+                entry.update(effect=float(d.mean()), n_seeds=len(common),
+                             min_effect=claim.practical_effect(float(y.mean())))
+                entry["ci_low"], entry["ci_high"] = stats.t_interval(d, alpha)
+                if b.get("informative") is False or a.get("informative") is False:
+                    entry.update(verdict="uninformative",
+                                 reason=b.get("informative_reason") or a.get("informative_reason")
+                                 or "")
+                    continue
+                degenerate = (metric_degenerate(series[(profile, claim.task, claim.metric)])
+                              or comparison_degenerate(x.tolist(), y.tolist(), scorer,
+                                                       claim.baseline))
+                if degenerate:
+                    entry.update(verdict="degenerate", reason=degenerate)
+                    continue
+                entry["p_raw"] = stats.paired_t(x, y)
+                entry["sd"] = float(d.std(ddof=1))
+                families[role].append(entry)
+        for family in families.values():
+            level = alpha / len(family) if family else alpha
+            for entry, p in zip(family, stats.holm([e["p_raw"] for e in family])):
+                entry["p"] = float(p)
+                entry["alpha_corrected"] = level
+                entry["detectable"] = stats.detectable_difference(entry.pop("sd"),
+                                                                  entry["n_seeds"], level)
+                sign = 1.0 if entry["direction"] == "higher" else -1.0
+                effect = entry["effect"]
+                if p <= alpha and abs(effect) >= entry["min_effect"]:
+                    entry["verdict"] = "supported" if sign * effect > 0 else "contradicted"
+                else:
+                    entry["verdict"] = "not supported"
+                    entry["reason"] = (f"no difference larger than {entry['detectable']:.4g} "
+                                       f"detectable at level {level:.3g}")
+                    if p <= alpha:
+                        entry["reason"] = (f"significant, but |effect| {abs(effect):.4g} is below "
+                                           f"the claim's minimum effect {entry['min_effect']:.4g}")
     return out

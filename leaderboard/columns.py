@@ -95,9 +95,11 @@ FIELDS = {
 CLAIM_FIELDS = _fields(
     Field("id", "id", "Identifier of the claim.", "text"),
     Field("claim", "claim", "What the paper claims, in one sentence.", "text"),
-    Field("verdict", "verdict", "supported: the data agree with significance; not supported: no "
-          "significant effect; contradicted: a significant effect the other way; not run: no "
-          "records.", "text"),
+    Field("verdict", "verdict", "supported: a significant effect of at least the claim's "
+          "practical size in the claimed direction; contradicted: one the other way; not "
+          "supported: neither; uninformative: the baseline shows the metric cannot tell at this "
+          "profile; degenerate: every seed of both gives the same value; not run: no records.",
+          "text"),
     Field("effect", "effect [95% CI]", "Measured difference scorer − baseline on the metric, "
           f"with its 95% {METHODS['seed_interval']} over the per-seed differences (grey); its "
           "sign is read with the direction column.", "ci", "ci_low", "ci_high",
@@ -108,6 +110,10 @@ CLAIM_FIELDS = _fields(
           f"({METHODS['power']}, 80%); an effect below it is not evidence of no effect. "
           "Smaller is better.", "num", methods=("power",)),
     Field("n_seeds", "seeds", "Seeds in the test; more is better.", "int"),
+    Field("reason", "why", "Why the verdict: what is missing (not run), why the metric cannot "
+          "tell at this profile (uninformative), why there is nothing to test (degenerate), or "
+          f"the difference detectable at the verdict's {METHODS['family_correction']}-corrected "
+          "level (not supported).", "text"),
     Field("scorer", "scorer", "The scorer the claim is about.", "text"),
     Field("baseline", "baseline", "What the scorer is compared with.", "text"),
     Field("task", "task", "Task the claim is tested on.", "text"),
@@ -128,6 +134,16 @@ MARKDOWN_FIELDS = _fields(
     Field("p_vs_baseline_bh", "p (BH)", f"p of the {METHODS['paired_test']} vs the baseline, "
           f"{METHODS['metric_correction']}-corrected across the scorers compared on one metric.",
           "p", methods=("paired_test",)),
+    Field("normalized", "normalized", f"The mean on the metric's {METHODS['anchors']} (0 = "
+          "floor, 1 = ceiling), unclipped: a value below 0 (worse than the trivial predictor or "
+          "chance) or above 1 is shown as it is, with its mark.", "num", methods=("anchors",)),
+    Field("rank_without", "rank without each task", "The scorer's overall rank with each task "
+          "left out in turn: an overall that one task decides moves here.", "text"),
+    Field("outside_anchors", "outside [0, 1]", "Tasks where the scorer's normalized score lies "
+          f"outside its {METHODS['anchors']} (below the floor or above the ceiling), shown as they "
+          "are, with their mark.", "text", methods=("anchors",)),
+    Field("min_effect", "min effect", "The practical minimum effect the claim declared before "
+          "any run; a significant effect smaller than this is not support.", "num"),
     Field("win_rate", "win rate", "HELM's mean win rate: per headline metric of the overall, the "
           "share of other scorers this one beats on the mean (ties count half), averaged.",
           "num"),

@@ -38,6 +38,7 @@ import pandas as pd
 from suite.records import TRACKS
 
 from . import markdown as md
+from . import marks
 from .plots import safe_name
 from .aggregate import Board
 from .columns import CLAIM_FIELDS, FIELDS, Field
@@ -63,7 +64,7 @@ NOT_EXTRA = {
 }
 HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey); {better} "
                   "is better.")
-VERDICTS = ("supported", "not supported", "contradicted", "not run")
+VERDICTS = ("supported", "not supported", "contradicted", "uninformative", "degenerate", "not run")
 
 
 def extra_fields(rows: list[dict], known: Mapping[str, Field], frame: str) -> list[Field]:
@@ -394,7 +395,7 @@ class Page:
             parts.append(table(self.overall_columns(prows, orders[profile]), prows,
                                f"profile {profile}: {order_text(orders[profile], 'score')}",
                                self.row_attrs))
-        outside = md.outside_overall(self.board)
+        outside = md.outside_overall(self.board) + marks.overall_notes(self.board)
         if outside:
             parts.append(tag("ul", concat(tag("li", line) for line in outside), class_="meta"))
         return tag("section", concat(parts), id="overall", class_="tab")
@@ -508,6 +509,9 @@ class Page:
                 parts.append(self.metric_table(
                     profile, scorers, head,
                     f"Headline metrics, profile {profile}: rows by {order}", linked))
+            notes = marks.track_notes(prows) if track not in md.DESCRIPTIVE else []
+            if notes:
+                parts.append(tag("ul", concat(tag("li", line) for line in notes), class_="meta"))
             if rest:
                 n = len({(r["task"], r["metric"]) for r in rest})
                 parts.append(tag("details", tag("summary", f"Secondary metrics ({n})"),

@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from suite.records import TRACKS
 
+from . import marks
 from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
 
 TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
@@ -41,6 +42,22 @@ METHOD = """\
   zero. Each metric declares a minimum effect (default 1e-6, relative to {baseline}'s mean,
   absolute when that mean is 0): a |Δ| below it is a *tie*, never better or worse, and never
   separates tiers.
+- **Informative or not, from the baseline alone.** Each headline metric (and the metrics the
+  claims use) declares when it can tell scorers apart at a profile (`leaderboard/informative.py`),
+  read from {baseline}'s own records, never the judged scorer's: {baseline} must be *clearly*
+  above the floor (on the normalized scale below, the lower end of its 95% t interval reaches
+  both a declared margin and the difference a paired test at its seed count detects when two
+  scorers scatter like its seeds, sd·√2), or, for an out-of-distribution metric, the task's
+  in-distribution metric must show the task was learned. An uninformative metric keeps its
+  numbers but gets no better/worse, tier or rank, stays out of the Holm and BH families and out
+  of the overall; the line under its table says why. Where `icl_linear`'s raw shifted MSE is
+  uninformative, the mean over the shifted cells of MSE / zero-predictor MSE
+  (`mse_over_zero_shifted`) is the headline in its place, when it is informative itself.
+- **Degenerate is not a tie.** A metric whose every scorer gives one value at all its seeds, or
+  at whose every seed all scorers give the same value (the seed's data decides it, not the
+  scorer), is *degenerate*: no better/worse, tier or rank, and the reason is printed; so is a
+  comparison where the scorer and {baseline} are both constant over their seeds (a constant
+  difference has p = 0 and says nothing).
 - **Power.** Under each table, per metric: the smallest difference vs {baseline} the paired t test
   detects with {power:.0%} power at α = {alpha}, from its n and the spread of the per-seed
   differences; *n.s.* reads "no difference larger than that". A paired t test needs
@@ -63,19 +80,25 @@ METHOD = """\
   **n/a**, not a failure; the failed-cells section counts the same cells.
 - **Overall**: per profile, over the ICL, decoder and encoder tasks that every scorer has records
   of (a task run by some scorers only is named under the table). Each headline metric is put on
-  fixed anchors: score = clip((x - floor) / (ceiling - floor), 0, 1), on log x for perplexity,
+  fixed anchors: z = (x - floor) / (ceiling - floor), on log x for perplexity,
   with floor = the trivial predictor or chance (zero-predictor MSE, constant-answer error, chance
   accuracy, unigram perplexity) and ceiling = perfect. A cell may report data-dependent anchors
   (e.g. the unigram perplexity of its corpus); each record is normalized by its own anchors, so
   a scorer's score depends on its own records only and does not move when another scorer is
-  added or removed. Headline metrics without both anchors stay out of the overall (listed under
-  the table). A task's score per seed is the mean of its normalized headline metrics; a scorer's
+  added or removed. The tables show z as it is (column *normalized*, ▽ below 0, △ above 1);
+  the overall clips each value to [0, 1] and names, per scorer, the tasks where its unclipped
+  task score leaves [0, 1] (column *outside [0, 1]*). Headline metrics without both anchors, and
+  uninformative ones, stay out of the overall (listed under the table). A task's score per seed
+  is the mean of its clipped normalized headline metrics; a scorer's
   task score is the mean over seeds, its overall score the mean over the tasks it ran (a task
   where all its cells failed counts 0; tasks it cannot run do not count). The CI is Student t
   with Welch-Satterthwaite degrees of freedom over the tasks' seed variances; tiers and ranks as
   above, on paired per-task differences. **Win rate** is HELM's mean win rate: per headline
   metric of the overall, the share of other scorers this one beats on the mean (ties count
   half), averaged over those metrics; unlike the score it depends on who else is in the release.
+  **What it rests on**: beside each scorer, its rank by the point score with each task left out
+  (*rank without each task*), and under the table each task's share of the spread of the overall
+  across scorers (Cov(task score / K, overall) / Var(overall) over K tasks; the shares sum to 1).
   rliable's probability of improvement is not used: it is a pairwise matrix rather than one
   number per scorer, and at three seeds its stratified-bootstrap interval has the coverage
   problem this method removes; the paired tests above are the pairwise statistic.
@@ -201,12 +224,14 @@ def labels(frame: str, keys: Iterable[str], baseline: str = "") -> list[str]:
 def column_legend(baseline: str) -> str:
     """What each column of the tables above means, from the same definitions as the page's
     header titles."""
-    groups = (("Track tables", "rows", ("mean", "ci_items_low", "n", "delta_vs_baseline",
+    groups = (("Track tables", "rows", ("mean", "normalized", "ci_items_low", "n",
+                                        "delta_vs_baseline",
                                         "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip",
                                         "tier", "rank_low", "failures")),
-              ("Overall", "overall", ("score", "win_rate", "tier", "rank_low", "n_tasks",
-                                      "tier1_tasks", "n_failed")),
-              ("Claims", "claims", ("effect", "p", "detectable", "verdict")))
+              ("Overall", "overall", ("score", "win_rate", "tier", "rank_low", "rank_without",
+                                      "outside_anchors", "n_tasks", "tier1_tasks", "n_failed")),
+              ("Claims", "claims", ("effect", "min_effect", "p", "detectable", "verdict",
+                                    "reason")))
     lines = []
     for title, frame, keys in groups:
         lines.append(f"- **{title}**: " + "; ".join(
@@ -245,15 +270,16 @@ def track_table(board, track: str) -> str:
     baseline = board.meta.get("baseline", "softmax")
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + ["task", "metric"] + labels(
-        "rows", ("scorer", "mean", "ci_items_low", "n", "delta_vs_baseline",
+        "rows", ("scorer", "mean", "normalized", "ci_items_low", "n", "delta_vs_baseline",
                  "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip", "tier", "rank_low",
                  "failures"), baseline) + ["date", "harness", "hardware"]
     body = []
     for r in rows:
         arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
-            cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}", cell_text(r["scorer"]),
-            mean_text(r), interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
+            cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}",
+            cell_text(marks.scorer_text(r)), mean_text(r), marks.normalized_text(r),
+            interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
             delta_text(r, baseline),
             pval(r["p_vs_baseline_holm"]),
             pval(r["p_vs_baseline_bh"]), pval(r["p_signflip"]), tier_text(r),
@@ -272,7 +298,8 @@ def power_lines(board, track: str) -> list[str]:
         groups.setdefault((r["profile"], r["task"], r["metric"]), []).append(r)
     out = []
     for (profile, task, metric), rows in groups.items():
-        tested = [r for r in rows if not _isnan(r["detectable_vs_baseline"])]
+        tested = [r for r in rows if not _isnan(r["detectable_vs_baseline"])
+                  and r.get("informative") is not False and not r.get("degenerate")]
         if not tested:
             continue
         ns = sorted({int(r["n_paired"]) for r in tested})
@@ -289,9 +316,13 @@ def outside_overall(board) -> list[str]:
     """One line per (profile, quality task) that the overall leaves out: run by some scorers."""
     in_overall = {(r["profile"], r["task"]) for r in _records(board.task_scores)}
     ran: dict[tuple[str, str], set] = {}
+    informative_heads: set[tuple[str, str]] = set()
     for r in _records(board.rows):
         if r["track"] not in DESCRIPTIVE:
             ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+            if r["headline"] and r.get("informative") is not False:
+                informative_heads.add((r["profile"], r["task"]))
+    ran = {k: v for k, v in ran.items() if k in informative_heads}   # the rest: uninformative
     return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
             f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
             if (profile, task) not in in_overall and any(
@@ -304,22 +335,21 @@ def overall_table(board) -> str:
         return "No quality-track records in this release."
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + labels(
-        "overall", ("tier", "scorer", "score", "win_rate", "rank_low", "n_tasks", "tier1_tasks",
-                    "n_failed")) + ["date", "harness", "hardware"]
+        "overall", ("tier", "scorer", "score", "win_rate", "rank_low", "rank_without",
+                    "outside_anchors", "n_tasks", "tier1_tasks", "n_failed")) + [
+        "date", "harness", "hardware"]
     body = []
     for r in rows:
         body.append(([r["profile"]] if multi else []) + [
             tier_text(r), cell_text(r["scorer"]), score_text(r), num(r["win_rate"]),
-            interval(r["rank_low"], r["rank_high"], integer=True), tasks_text(r),
+            interval(r["rank_low"], r["rank_high"], integer=True),
+            cell_text(marks.rank_without_text(r)), cell_text(marks.outside_text(r)), tasks_text(r),
             str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
             cell_text(joined(r["hardware"]))])
     return _table(body, headers)
 
 
-def claim_verdict_text(row: dict) -> str:
-    if row["verdict"] == "not supported" and not _isnan(row["detectable"]):
-        return f"not supported (no difference larger than {num(row['detectable'])})"
-    return "not run at this profile" if row["verdict"] == "not run" else row["verdict"]
+claim_verdict_text = marks.claim_verdict_text
 
 
 def claims_table(board) -> str:
@@ -327,14 +357,17 @@ def claims_table(board) -> str:
     if not rows:
         return "No row of this release holds a claim's metric."
     body = [[cell_text(r["id"]), cell_text(r["claim"]), cell_text(r["source"]), r["profile"],
-             f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}",
+             f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}"
+             + (" (beside)" if r.get("role") == "beside" else ""),
              f"{cell_text(r['task'])} / {cell_text(r['metric'])} "
              f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["paper"]),
              "n/a" if _isnan(r["effect"]) else
              f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
-             pval(r["p"]), str(r["n_seeds"]), claim_verdict_text(r)] for r in rows]
+             num(r.get("min_effect")), pval(r["p"]), str(r["n_seeds"]),
+             cell_text(claim_verdict_text(r))] for r in rows]
     return _table(body, ["claim", "text", "source", "profile", "scorer", "task / metric",
-                         "paper", *labels("claims", ("effect",)), "p (Holm)", "n", "verdict"])
+                         "paper", *labels("claims", ("effect", "min_effect")), "p (Holm)", "n",
+                         "verdict"])
 
 
 def failed_cells_sentence(board) -> str:
@@ -406,17 +439,26 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
     out = [f"{h} Overall", "", overall_table(board), ""]
     unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
                   for line in board.meta.get("unanchored", [])]
+    unanchored += marks.overall_notes(board)
     out += [f"- {line}" for line in outside + unanchored] + ([""] if outside + unanchored else [])
     out += [f"{h} Claims", "", "The SSA paper's claims (`leaderboard/claims.toml`), judged per "
-            "profile: effect = scorer - baseline, paired over common seeds; paired t test, Holm "
-            "across the claims of a profile; *supported* / *contradicted* need adjusted p <= "
-            "α and the metric's minimum effect.", "", claims_table(board), ""]
+            "profile on the paper's own variant (scorers marked *beside* are shown next to it): "
+            "effect = scorer - baseline, paired over common seeds; paired t test, Holm across "
+            "the claims of a profile (the scorers beside form their own family); *supported* / "
+            "*contradicted* need adjusted p <= α and the claim's declared minimum effect; *not "
+            "supported* gives the difference detectable at the verdict's corrected level; "
+            "*uninformative* (the metric cannot tell at this profile) and *degenerate* (no "
+            "spread to test) are not tests.", "", claims_table(board), ""]
     for track in TRACKS:
         out += [f"{h} {TRACK_TITLES[track]}", ""]
         if track in DESCRIPTIVE:
             out += ["Descriptive: no better/worse, tiers or ranks; not part of the overall.", ""]
         out += [track_table(board, track), ""]
         power = power_lines(board, track) if track not in DESCRIPTIVE else []
+        if track not in DESCRIPTIVE:
+            shown = shown_rows(board, track)
+            power += marks.metric_notes(shown) + marks.not_learned_notes(shown)
+            power += [marks.LEGEND] if shown else []
         out += [f"- {line}" for line in power] + ([""] if power else [])
     out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",
             f"{h} Superseded records", "", superseded_table(board), "",
@@ -446,7 +488,10 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
 - **`icl_linear` headlines are the paper's cell**: raw MSE at T = 9 in distribution (σx = σ = 1,
   `mse_T9_id`) and the mean raw MSE over the shifted cells of the T = 9 grid (`mse_T9_shifted`),
   anchored by the zero predictor's MSE on the same cells. T = 41 (`mse_T41_*`) and the ratios to
-  the zero predictor (`mse_over_zero_*`, pooled over lengths) are secondary.
+  the zero predictor (`mse_over_zero_*`, pooled over lengths) are secondary. The raw mean is
+  mostly the few largest-σ cells, where every model is near the zero predictor: where that
+  leaves it uninformative, `mse_over_zero_shifted`, which weighs every cell of the grid alike,
+  is the headline in its place, and the out-of-distribution claim is judged on it.
 - **Out-of-distribution sequences are independent draws**; the original seeds element (i, j) with
   100i + 10j, so its sequences are overlapping shifted copies and every shorter T is a prefix of
   the longer ones (its curves are monotone by construction). Ours is the better design; compare

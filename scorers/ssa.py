@@ -106,6 +106,30 @@ class SSA(SSAForms, LogitsScorer):
                 self.b_value(dtype).reshape(1).to(device))
 
 
+@register_scorer("ssa_n2", aliases=("ssa-2",), family="ssa", normalization="normalized",
+                 paper="arXiv:2508.14685")
+class SSAFixedN2(SSA):
+    """SSA-2 of the paper's Zorro table: :class:`SSA` with n = 2 fixed (b = 0.8 fixed). Runs on
+    the encoder track only."""
+
+    tracks = ("encoder",)
+
+    def __init__(self, *, n: float = 2.0, learn_n: bool = False, **kwargs):
+        super().__init__(n=n, learn_n=learn_n, **kwargs)
+
+
+@register_scorer("ssa_n1_5", aliases=("ssa-1.5",), family="ssa", normalization="normalized",
+                 paper="arXiv:2508.14685")
+class SSAFixedN15(SSA):
+    """SSA-1.5 of the paper's Zorro table: :class:`SSA` with n = 1.5 fixed (b = 0.8 fixed). Runs
+    on the encoder track only."""
+
+    tracks = ("encoder",)
+
+    def __init__(self, *, n: float = 1.5, learn_n: bool = False, **kwargs):
+        super().__init__(n=n, learn_n=learn_n, **kwargs)
+
+
 @register_scorer("ssa_gpt2", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
 class SSAGPT2(SSAForms, LogitsScorer):
     """SSA of the nanoGPT code: b = e^a, n = e^nu, 1-element parameters per layer,

@@ -157,7 +157,14 @@ class Task:
         return {name: m.spec() for name, m in metrics.items()}
 
     def skip_reason(self, scorer: str) -> str | None:
-        """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder), or None."""
+        """Why this task cannot run ``scorer`` (e.g. a causal-only scorer in an encoder, or a
+        scorer whose class names the ``tracks`` it runs on), or None."""
+        from scorers import get_scorer_class
+
+        tracks = getattr(get_scorer_class(scorer), "tracks", None)
+        if tracks and self.track not in tracks:
+            return (f"scorer {scorer!r} runs on the {', '.join(tracks)} track only; task "
+                    f"{self.name!r} is on the {self.track} track")
         return None
 
     def run(self, scorer: str, scorer_kwargs: dict[str, Any], seed: int, config: Any,

@@ -78,7 +78,7 @@ def row_reference(name, sc, x, h):
         alpha = min(max(1.0 + 1.0 / (1.0 + math.exp(-head_value(sc.alpha_logit, h))), 1.01), 2.0) \
             if sc.learn_alpha else sc.alpha
         return entmax(x, alpha)
-    if name == "ssa":
+    if name in ("ssa", "ssa_n2", "ssa_n1_5"):
         n = softplus(head_value(sc.rho, 0)) if sc.learn_n else head_value(sc.n_fixed, 0)
         b = softplus(head_value(sc.beta, 0)) if sc.learn_b else head_value(sc.b_fixed, 0)
         return ssa_direct(x, n, b)
@@ -166,6 +166,7 @@ def has_reference(name) -> bool:
 
 REFERENCED = {
     "softmax", "temperature_softmax", "sparsemax", "entmax15", "entmax_bisect", "ssa", "ssa_gpt2",
+    "ssa_n2", "ssa_n1_5",
     "stablemax", "ssmax", "sigmoid", "softmax_plus_one", "learned_sink", "softpick", "relu",
     "relu2", "adaptive_temperature", "sa_softmax", "cog_signed", "stick_breaking", "cosformer",
     "linear_elu",

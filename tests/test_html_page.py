@@ -230,7 +230,8 @@ def test_claims_tab_and_extra_fields(site, tmp_path):
     assert [r["p"] for r in rows] == ["<0.001", "0.010", "n/a"]
     assert [r["detectable"] for r in rows] == ["0.0210", "0.0205", "n/a"]
     assert 'class="verdict verdict-contradicted"' in text
-    assert "1 supported, 0 not supported, 1 contradicted, 1 not run" in text
+    assert ("1 supported, 0 not supported, 1 contradicted, 0 uninformative, 0 degenerate, "
+            "1 not run") in text
     # A numeric row field the page does not know shows under its own name in the details.
     details = [t for t in parsed.in_section("track-icl") if "detail" in t["attrs"].get("class", "")]
     assert details and all("win rate" in t["headers"] for t in details)

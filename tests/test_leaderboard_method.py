@@ -29,17 +29,24 @@ def write_table(root, table, task="icl_linear", specs=LOWER, metric="error", **k
                                            **kw))
 
 
-def test_floating_point_ties_get_no_verdict_and_share_a_tier(tmp_path):
+def test_a_metric_without_spread_between_scorers_is_degenerate_not_a_tie(tmp_path):
+    """Values equal up to floating-point noise at every seed (a constant metric; or one that the
+    seed's data decides, equal for every scorer) read "degenerate" with the reason, never tie,
+    and get no tier or rank."""
     write_table(tmp_path, {"softmax": [0.0, 0.0, 0.0], "sparsemax": [9.2e-43, 9.2e-43, 9.2e-43],
                            "entmax": [2.5e-44, 0.0, 2.5e-44]})
     write_table(tmp_path, {"softmax": [0.5, 0.6, 0.7], "sparsemax": [0.5, 0.6, 0.7 + 1e-9],
                            "entmax": [0.5, 0.6, 0.7]}, task="icl_other")
     board = build_board(tmp_path)
-    for task in ("icl_linear", "icl_other"):
+    for task, why in (("icl_linear", "every scorer gives 0 at every seed"),
+                      ("icl_other", "the seed's data, not the scorer, decides it")):
         by = rows(board, task=task)
-        assert {by[s]["vs_baseline"] for s in ("sparsemax", "entmax")} == {"tie"}
-        assert {r["tier"] for r in by.values()} == {1}
-        assert {(r["rank_low"], r["rank_high"]) for r in by.values()} == {(1, 3)}
+        assert {by[s]["vs_baseline"] for s in ("sparsemax", "entmax")} == {"degenerate"}
+        assert all(why in r["degenerate"] for r in by.values())
+        assert all(pd.isna(r["tier"]) and pd.isna(r["rank_low"]) for r in by.values())
+        assert all(pd.isna(r["p_vs_baseline_holm"]) for r in by.values())
+    readme = release_readme(board.with_release("r"), [])
+    assert "degenerate" in readme and "no difference larger than 0" not in readme
 
 
 def test_min_effect_from_the_metric_spec(tmp_path):

@@ -226,9 +226,11 @@ def test_items_enter_through_seed_means_and_the_items_only_interval_stands_apart
                                                items={"error": items}))
     row = rows_of(build_board(tmp_path, n_boot=4000), scorer="ssa")[0]
     assert row["ci_method"] == "t over seeds" and row["n_items"] == 1200
-    # identical seeds: no seed spread, so the seed-level interval is a point and Δ is exact
+    # identical seeds: no seed spread, so the seed-level interval is a point and Δ is exact; a
+    # constant difference gives p = 0, but with no spread there is nothing to test: degenerate
     assert row["ci_low"] == row["ci_high"] == pytest.approx(row["mean"])
-    assert row["p_vs_baseline"] == 0.0 and row["vs_baseline"] == "better"
+    assert row["p_vs_baseline"] == 0.0 and row["vs_baseline"] == "degenerate"
+    assert "no spread to test" in row["degenerate"]
     assert row["p_signflip"] == pytest.approx(0.25)  # the sign-flip test cannot go lower
     # items only, shared draws: the normal-theory width of the mean of 400 0/1 items
     half = 1.96 * math.sqrt(row["mean"] * (1 - row["mean"]) / 400)

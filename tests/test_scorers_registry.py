@@ -108,9 +108,10 @@ def test_parameter_shapes_and_initial_values():
 
 def test_wildcards_and_resolution():
     assert list_scorers("entmax*") == ["entmax15", "entmax_bisect"]
-    assert list_scorers("ssa*") == ["ssa", "ssa_gpt2"]
+    assert list_scorers("ssa*") == ["ssa", "ssa_gpt2", "ssa_n1_5", "ssa_n2"]
     assert list_scorers("relu*,sigmoid") == ["relu", "relu2", "sigmoid"]
-    assert scorers.resolve_scorers("softmax1,ssa*") == ["softmax_plus_one", "ssa", "ssa_gpt2"]
+    assert scorers.resolve_scorers("softmax1,ssa*") == ["softmax_plus_one", "ssa", "ssa_gpt2",
+                                                        "ssa_n1_5", "ssa_n2"]
     with pytest.raises(ScorerError, match="no scorer matches"):
         scorers.resolve_scorers("nothing*")
 

@@ -1,0 +1,131 @@
+"""Texts for what a table can and cannot tell (shared by the markdown and HTML views): the marks on
+normalized scores outside [0, 1] and on scorers that did not learn a task in distribution, the
+lines that say why a metric gets no verdict, and what the overall rests on."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+BELOW_FLOOR = "▽"
+ABOVE_CEILING = "△"
+NOT_LEARNED = "‡"
+
+LEGEND = (f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance, the trivial "
+          f"predictor); {ABOVE_CEILING} above 1; shown as they are, clipped to [0, 1] only inside "
+          f"the overall. {NOT_LEARNED} the scorer did not clearly learn the task in distribution "
+          "(its in-distribution metric is not clearly above the floor by the rule the "
+          "baseline's informativeness uses).")
+
+
+def _missing(x: Any) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def outside_mark(z: Any) -> str:
+    if _missing(z):
+        return ""
+    return BELOW_FLOOR if z < 0 else ABOVE_CEILING if z > 1 else ""
+
+
+def normalized_text(row: dict) -> str:
+    """A row's mean normalized score, unclipped, with its mark ('n/a' without anchors)."""
+    z = row.get("normalized")
+    if _missing(z):
+        return "n/a"
+    mark = outside_mark(z)
+    return f"{z:.3f}" + (f" {mark}" if mark else "")
+
+
+def scorer_text(row: dict) -> str:
+    return str(row["scorer"]) + (f" {NOT_LEARNED}" if row.get("not_learned") else "")
+
+
+def metric_note(rows: list[dict]) -> str | None:
+    """Why the rows of one (profile, task, metric) get no verdict, or which headline a stand-in
+    replaces; None when there is nothing to say."""
+    first = rows[0]
+    where = f"{first['task']} / {first['metric']} ({first['profile']})"
+    if first.get("informative") is False:
+        return f"{where}: **uninformative**, no better/worse, tier or rank: " \
+               f"{first.get('informative_reason') or ''}"
+    metric_level = [r.get("degenerate") for r in rows]
+    if metric_level and all(metric_level) and len(set(metric_level)) == 1:
+        return f"{where}: **degenerate**, no better/worse, tier or rank: {metric_level[0]}"
+    pairs = [r for r in rows if r.get("degenerate")]
+    notes = []
+    if first.get("stand_in_for"):
+        notes.append(f"{where}: headline here; {first.get('informative_reason') or ''}")
+    if pairs:
+        notes.append(f"{where}: degenerate against the baseline for "
+                     + "; ".join(r["degenerate"] for r in pairs))
+    return " — ".join(notes) or None
+
+
+def metric_notes(rows: list[dict]) -> list[str]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["profile"], r["task"], r["metric"]), []).append(r)
+    return [note for group in groups.values() if (note := metric_note(group))]
+
+
+def not_learned_notes(rows: list[dict]) -> list[str]:
+    seen: dict[tuple, set] = {}
+    for r in rows:
+        if r.get("not_learned"):
+            seen.setdefault((r["profile"], r["task"], r["not_learned"]), set()).add(r["scorer"])
+    return [f"{task} ({profile}): {NOT_LEARNED} did not clearly learn it in distribution "
+            f"({metric} not clearly above its floor): {', '.join(sorted(scorers))}"
+            for (profile, task, metric), scorers in sorted(seen.items())]
+
+
+def rank_without_text(row: dict) -> str:
+    ranks = row.get("rank_without") or {}
+    return ", ".join(f"{task} {rank}" for task, rank in sorted(ranks.items())) or "n/a"
+
+
+def outside_text(row: dict) -> str:
+    tasks = row.get("outside_anchors") or {}
+    return ", ".join(f"{task} {z:.3g} {outside_mark(z)}" for task, z in sorted(tasks.items())
+                     if z is not None) or "none"
+
+
+def rests_on_lines(board) -> list[str]:
+    """Per profile: the overall's tasks with their metrics and share of the overall's spread."""
+    frame = getattr(board, "overall_tasks", None)
+    if frame is None or frame.empty:
+        return []
+    by_profile: dict[str, list[dict]] = {}
+    for r in frame.to_dict(orient="records"):
+        by_profile.setdefault(r["profile"], []).append(r)
+    out = []
+    for profile, rows in sorted(by_profile.items()):
+        parts = [f"{r['task']} ({', '.join(r['metrics'] or [])}) "
+                 + ("n/a" if _missing(r["share"]) else f"{r['share']:.0%}") for r in rows]
+        out.append(f"The overall ({profile}) rests on: {'; '.join(parts)} of its spread "
+                   "across scorers (each task's share of the variance of the overall)")
+    return out
+
+
+def claim_verdict_text(row: dict) -> str:
+    verdict, reason = row["verdict"], row.get("reason") or ""
+    if verdict == "not run":
+        return "not run at this profile" + (f" ({reason})" if reason else "")
+    if verdict == "uninformative":
+        return f"uninformative at this profile ({reason})"
+    if verdict in ("degenerate", "not supported") and reason:
+        return f"{verdict} ({reason})"
+    return verdict
+
+
+def track_notes(rows: list[dict]) -> list[str]:
+    """The notes under a track's table, as plain text (no markdown emphasis)."""
+    notes = metric_notes(rows) + not_learned_notes(rows)
+    return [n.replace("**", "") for n in notes] + ([LEGEND] if rows else [])
+
+
+def overall_notes(board) -> list[str]:
+    """The overall's uninformative metrics and what it rests on, as plain text."""
+    return [f"{line}; uninformative, so not in the overall"
+            for line in board.meta.get("uninformative", [])] + rests_on_lines(board)
