@@ -228,13 +228,13 @@ class ValidationWindows:
     training stream is) in windows of ``max_len`` + 1; ``value`` is the mean next-token loss."""
 
     def __init__(self, docs, cfg: DecoderLMConfig, autocast: bool):
-        L = cfg.max_len + 1
-        stream = np.concatenate(docs.tokens)[:max(VALIDATION_TOKENS, L)] if len(docs) else \
-            np.zeros(0, dtype=np.int64)
+        stream = (np.concatenate(docs.tokens)[:max(VALIDATION_TOKENS, cfg.max_len + 1)]
+                  if len(docs) else np.zeros(0, dtype=np.int64))
+        L = min(cfg.max_len + 1, len(stream))     # a split shorter than a window: one window
+        if L < 2:
+            raise TaskError(f"decoder_lm: the validation split of {cfg.corpus!r} has "
+                            f"{len(stream)} tokens; the validation metric needs at least 2")
         n = len(stream) // L
-        if n == 0:
-            raise TaskError(f"decoder_lm: the validation split of {cfg.corpus!r} has fewer than "
-                            f"max_len + 1 = {L} tokens")
         self.windows = torch.from_numpy(stream[:n * L].reshape(n, L).astype(np.int64))
         self.rows = max(1, cfg.eval_batch_tokens // L)
         self.autocast = autocast

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -285,6 +286,32 @@ def test_dry_run_lists_sweep_cells_with_their_estimated_time(tmp_path, capsys):
     assert "sweep cells: 8 to run" in out and "reporting and untuned cells: 2 to run" in out
     assert out.count("expected time") == 2 and "total" in out
     assert not (tmp_path / "r").exists() or not records(tmp_path / "r")
+
+
+def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
+    from leaderboard.release import load_release, publish
+
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, diverge_at_or_above=2e-3, steps=8)
+        run(prof, tmp_path / "r")
+    published = publish(tmp_path / "r", release="2026-12-01-test", releases_dir=tmp_path / "rel",
+                        refuse_unclean=False)
+    board = load_release(published.release_dir)
+    t = board.meta["tuning"][TASK]
+    assert t["grid"] == {"lr": GRID} and t["cells"] == {"sweep": 16, "report": 4}
+    assert t["scorers"]["softmax"]["chosen"] == {"lr": 1e-3}
+    means = {p["point"]["lr"]: p["mean"] for p in t["scorers"]["softmax"]["points"]}
+    assert means[1e-3] == pytest.approx(1.0 + 1e-6 * 3, abs=1e-5)   # seeds 1000, 1001 -> 6, 0
+    assert means[5e-4] == pytest.approx(math.exp(-1), abs=1e-5) and means[2e-3] is None
+    c = board.meta["curves"][TASK]
+    assert c["scorers"]["softmax"]["reach_step"] == 8        # (step/8) >= 0.9 first at 8
+    assert c["scorers"]["sparsemax"]["reach_step"] == 6      # (6/8)^(1/4) = 0.93 >= 0.9
+    readme = (published.release_dir / "README.md").read_text()
+    assert "## Tuning" in readme and "16 sweep cells for 4 reporting cells" in readme
+    assert "| softmax | lr=0.001 |" in readme and "## Learning curves" in readme
+    assert (published.release_dir / "plots" / f"tuning__{TASK}.png").is_file()
+    assert (published.release_dir / "plots" / f"curves__{TASK}.png").is_file()
+    assert {r["scorer"] for r in board.rows.to_dict("records")} >= {"softmax", "sparsemax"}
 
 
 # ------------------------------------------------------------------------ tasks
