@@ -103,9 +103,11 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     seen: set[str] = set()
     stale = 0
 
-    def add(cells: list[PlannedCell]) -> int:
+    def add(cells: list[PlannedCell], first: bool = False) -> int:
+        """Queue the cells not seen yet; ``first``: ahead of those queued (a follow-up's cells
+        complete a sweep or its reporting cells, so a run stopped early holds whole scorers)."""
         nonlocal stale
-        added = 0
+        new = []
         for job in make_jobs([p for p in cells if p.cell.id not in seen], store, time_limit_s,
                              fast):
             if job.cell_id in seen:
@@ -117,9 +119,12 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
                 summary.resumed.append(record)
             else:
                 stale += is_stale
-                pending.append(job)
-                added += 1
-        return added
+                new.append(job)
+        if first:
+            pending.extendleft(reversed(new))
+        else:
+            pending.extend(new)
+        return len(new)
 
     def done_meanwhile(job: CellJob) -> dict | None:
         """A record another run wrote after this run started (never rerun that one)."""
@@ -138,7 +143,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     def ask_follow_up() -> int:
         if follow_up is None:
             return 0
-        return add(follow_up(current))
+        return add(follow_up(current), first=True)
 
     add(planned)
     ask_follow_up()

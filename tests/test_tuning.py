@@ -262,6 +262,15 @@ def test_sweep_cells_resume_after_an_interrupt_and_none_runs_twice(tmp_path):
     assert [ln.split()[1] for ln in lines[-2:]] == ["report", "report"]
 
 
+def test_a_scorer_reports_as_soon_as_its_sweep_is_done(tmp_path):
+    log = tmp_path / "log.txt"
+    with tuned_plugin():
+        run(profile(tmp_path / "p.toml", best_lr=1e-3, log=str(log)), tmp_path / "r")
+    order = [tuple(ln.split()[1:3]) for ln in log.read_text().splitlines()]
+    assert order == ([("sweep", "softmax")] * 8 + [("report", "softmax")] * 2
+                     + [("sweep", "sparsemax")] * 8 + [("report", "sparsemax")] * 2)
+
+
 def test_reporting_cells_wait_for_their_sweep(tmp_path):
     """A run that stops with the sweep half done holds no reporting cell; the next one chooses
     from the complete sweep."""

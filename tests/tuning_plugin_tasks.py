@@ -38,7 +38,7 @@ class TunedTask(Task):
         best_lr: float = 1e-3
         diverge_at_or_above: float = 1.0   # lr at or above this: TrainingFailure("diverged")
         eval_shift: float = 0.0            # moves the reported items only
-        log: str = ""                      # "run <sweep|report> <seed> <lr>" per cell run
+        log: str = ""                      # "run <sweep|report> <scorer> <seed> <lr>" per cell
         interrupt_marker: str = ""         # while it exists: delete it and raise KeyboardInterrupt
 
     def run(self, scorer, scorer_kwargs, seed, config, ctx: RunContext) -> TaskResult:
@@ -47,7 +47,8 @@ class TunedTask(Task):
             raise KeyboardInterrupt
         if config.log:
             with open(config.log, "a") as f:
-                f.write(f"run {'sweep' if ctx.sweep else 'report'} {seed} {config.lr:g}\n")
+                f.write(f"run {'sweep' if ctx.sweep else 'report'} {scorer} {seed} "
+                        f"{config.lr:g}\n")
         if config.lr >= config.diverge_at_or_above:
             raise TrainingFailure("diverged", 3, f"lr={config.lr:g} diverged")
         best = config.best_lr if seed >= TUNING_SEED_FLOOR else 4 * config.best_lr

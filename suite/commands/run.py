@@ -145,9 +145,10 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
     console.print(table)
     if plan.tuning is not None:
         tuning = plan.tuning.tuning
+        tuned = {task for task, _ in plan.tuning.tuned}
         console.print(f"tuning: {len(tuning.seeds)} tuning seed(s) {list(tuning.seeds)}, grids "
                       + "; ".join(f"{t}: " + " x ".join(f"{k} {list(v)}" for k, v in g.items())
-                                  for t, g in tuning.grids.items())
+                                  for t, g in tuning.grids.items() if t in tuned)
                       + f"; each axis may grow by up to {tuning.max_extensions} step(s) past "
                         f"each edge (not counted above until the records ask for it)")
         console.print(f"[bold]sweep cells[/]: {len(to_run['sweep'])} to run")
