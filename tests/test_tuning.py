@@ -271,6 +271,24 @@ def test_a_scorer_reports_as_soon_as_its_sweep_is_done(tmp_path):
                      + [("sweep", "sparsemax")] * 8 + [("report", "sparsemax")] * 2)
 
 
+def test_a_tuned_run_in_worker_processes_writes_the_same_choice(tmp_path):
+    """The worker pool gets each job as JSON: the sweep role and the tuning object survive."""
+    from suite.runner import CellJob
+
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=5e-4, scorers='"softmax"')
+        plan = plan_run(load_profile(prof))
+        job = CellJob(plan.planned[0].cell, tuning=plan.planned[0].tuning)
+        again = CellJob.from_json(json.loads(json.dumps(job.to_json())))
+        assert again.cell.is_sweep and again.cell.id == job.cell.id
+        assert again.tuning == job.tuning
+        run_cells(plan.planned, ResultStore(tmp_path / "r"),
+                  LocalExecutor(2, plugins=[str(PLUGIN)]), follow_up=plan.follow_up())
+    assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}'}}
+    sweep = [r for r in records(tmp_path / "r") if r["cell"].get("role") == "sweep"]
+    assert len(sweep) == 8 and all(r["tuning"]["role"] == "sweep" for r in sweep)
+
+
 def test_reporting_cells_wait_for_their_sweep(tmp_path):
     """A run that stops with the sweep half done holds no reporting cell; the next one chooses
     from the complete sweep."""
