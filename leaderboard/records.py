@@ -56,7 +56,7 @@ class Record:
     items: dict[str, np.ndarray]
     provenance: dict[str, Any] = field(default_factory=dict)
     anchors: dict[str, dict] = field(default_factory=dict)  # extra["anchors"]: metric -> floor/ceiling
-    role: str = "report"              # "sweep": a cell of the tuning protocol (never on the board)
+    role: str = "report"              # "sweep" (never on the board) or "tuned" (suite/tuning.py)
     tuning: dict | None = None        # the record's ``tuning`` object (suite/tuning.py)
     validation: dict | None = None    # extra["validation"]: the validation metric and its curve
     scorer_parameters: dict = field(default_factory=dict)  # extra["scorer_parameters"]
@@ -75,7 +75,7 @@ class Record:
         protocol chose per scorer give way to the grid they were chosen from (scorers tuned on
         one grid are one setting)."""
         grid = (self.tuning or {}).get("base_grid")
-        if self.role != "report" or not isinstance(grid, dict):
+        if self.role != "tuned" or not isinstance(grid, dict):
             return json.dumps(self.config, sort_keys=True, separators=(",", ":"))
         config = {k: v for k, v in self.config.items() if k not in grid}
         return json.dumps({"config": config, "tuning_grid": grid}, sort_keys=True,

@@ -16,8 +16,8 @@ from typing import Any
 from .profiles import Profile, ProfileError
 from .records import canonical_json, cell_id
 
-REPORT, SWEEP = "report", "sweep"
-ROLES = (REPORT, SWEEP)
+REPORT, SWEEP, TUNED = "report", "sweep", "tuned"
+ROLES = (REPORT, SWEEP, TUNED)
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,9 @@ class Cell:
     profile: str
     seed: int
     config: dict
-    # "report" (the default, left out of the JSON so that untuned cells keep their ids) or
-    # "sweep": a cell of the tuning protocol (suite/tuning.py), scored on the validation metric
+    # "report" (the default, left out of the JSON so that untuned cells keep their ids),
+    # "sweep": a cell of the tuning protocol's sweep (suite/tuning.py), scored on the validation
+    # metric, or "tuned": a reporting cell at the point its sweep chose
     role: str = REPORT
 
     def __post_init__(self):
@@ -67,8 +68,9 @@ class Cell:
     @property
     def label(self) -> str:
         kw = ",".join(f"{k}={v}" for k, v in sorted(self.scorer_kwargs.items()))
-        role = " (sweep " + ",".join(f"{k}={self.config[k]:g}" for k in sorted(self.config)
-                                     if k in ("lr", "weight_decay")) + ")" if self.is_sweep else ""
+        rates = ",".join(f"{k}={self.config[k]:g}" for k in sorted(self.config)
+                         if k in ("lr", "weight_decay"))
+        role = f" ({self.role} {rates})" if self.role != REPORT else ""
         return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}{role}"
 
 

@@ -35,10 +35,10 @@ CELL_FIELDS = {
     "task": str, "task_version": int, "track": str, "scorer": str, "scorer_version": int,
     "scorer_kwargs": dict, "profile": str, "seed": int, "config": dict,
 }
-# Present only in some cells: role "sweep" marks a cell of the tuning protocol (a reporting cell
-# leaves it out, so the ids of untuned cells do not change).
+# Present only in the cells of the tuning protocol: role "sweep" (a sweep cell) or "tuned" (a
+# reporting cell at the chosen point); an untuned cell leaves it out, so its id does not change.
 OPTIONAL_CELL_FIELDS = {"role": str}
-CELL_ROLES = ("sweep",)
+CELL_ROLES = ("sweep", "tuned")
 PROVENANCE_FIELDS = {
     "git_sha": (str, type(None)), "git_dirty": (bool, type(None)), "harness_version": str,
     "packages": dict, "device": str, "hardware": str, "host": str, "dtype": str,
@@ -164,8 +164,8 @@ def validate_record(record: Any) -> dict:
     for k, t in CELL_FIELDS.items():
         _check_type(cell[k], t, f"cell.{k}")
     if "role" in cell and cell["role"] not in CELL_ROLES:
-        raise RecordError(f"cell.role {cell['role']!r} is not one of {list(CELL_ROLES)} (a "
-                          f"reporting cell has no role field)")
+        raise RecordError(f"cell.role {cell['role']!r} is not one of {list(CELL_ROLES)} (an "
+                          f"untuned cell has no role field)")
     if "tuning" in record:
         _check_type(record["tuning"], dict, "tuning")
         _check_finite(record["tuning"], "tuning")

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .cells import SWEEP, Cell, PlannedCell, expand, resolve_config
+from .cells import REPORT, SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
 from .records import stale_reason
 from .tuning import Choice, Point, Tuning, choose, parse_tuning, point_label, points, record_block
@@ -103,11 +103,12 @@ class TuningPlan:
         if choice.chosen is None:
             reason = (f"{ALL_FAILED} ({len(sweep_ids)} sweep cells; `scorebench show` prints "
                       f"them)")
-            return [PlannedCell(dataclasses.replace(tuned.template, seed=s), reason, block)
-                    for s in tuned.seeds]
+            return [PlannedCell(dataclasses.replace(tuned.template, seed=s, role=TUNED), reason,
+                                block) for s in tuned.seeds]
         config = self.config(task, choice.chosen)
-        return [PlannedCell(dataclasses.replace(tuned.template, seed=s, config=config), None,
-                            block) for s in tuned.seeds]
+        return [PlannedCell(dataclasses.replace(tuned.template, seed=s, config=config,
+                                                role=TUNED), None, block)
+                for s in tuned.seeds]
 
     def base_sweep(self) -> list[PlannedCell]:
         """The sweep cells of the grids as the profile declares them (before any growth)."""
@@ -193,13 +194,13 @@ def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
             label = point_label(choice.chosen) if choice.chosen else "none: every point failed"
             out += [(r, f"report at {label}") for r in tp.reporting(tuned, choice)]
         else:
-            out += [(PlannedCell(dataclasses.replace(tuned.template, seed=s)),
+            out += [(PlannedCell(dataclasses.replace(tuned.template, seed=s, role=TUNED)),
                      "report, after its sweep (point not chosen yet)") for s in tuned.seeds]
     return out
 
 
 def time_cell(cell: Cell, template: dict[tuple[str, str], Cell]) -> Cell:
-    """The cell whose recorded time estimates ``cell``'s: a sweep cell costs what the reporting
-    cell at the profile's config costs (the point changes the numbers, not the work)."""
+    """The cell whose recorded time estimates ``cell``'s: a sweep or tuned cell costs what the
+    untuned cell at the profile's config costs (the point changes the numbers, not the work)."""
     t = template.get((cell.task, cell.scorer))
-    return t if t is not None and (cell.is_sweep or cell.config != t.config) else cell
+    return t if t is not None and cell.role != REPORT else cell

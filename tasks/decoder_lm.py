@@ -353,7 +353,7 @@ class DecoderLM(Task):
                                 ValidationWindows(data.validation, cfg, autocast))
             train_extra["train_seconds"] = time.perf_counter() - t1
             extra.update(train_extra, resumed_from_checkpoint=False)
-            if ctx.workdir is not None:
+            if ctx.workdir is not None and not ctx.sweep:   # a sweep cell is never evaluated
                 save_checkpoint(ctx.workdir, model, tok,
                                 {"fingerprint": fp, "model": asdict(model_cfg), "seed": seed,
                                  "step": cfg.steps, "train_extra": train_extra})

@@ -213,7 +213,7 @@ def test_records_name_the_point_grid_metric_and_sweep_cells(tmp_path):
         assert t["grid"] == {"lr": GRID} and t["scores"]["lr=0.002"] is None
         mine = {s["cell_id"] for s in sweep if s["cell"]["scorer"] == r["cell"]["scorer"]}
         assert set(t["sweep_cells"]) == mine and mine <= ids
-        assert "role" not in r["cell"]
+        assert r["cell"]["role"] == "tuned"
     assert not summary.failed
 
 
