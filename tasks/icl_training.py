@@ -267,8 +267,9 @@ def mean_of(items: list) -> float | None:
 
 
 def save_checkpoint(model: ICLModel, ctx: RunContext, name: str) -> str | None:
-    """Save the trained weights as safetensors in the cell's workdir, when it has one."""
-    if ctx.workdir is None:
+    """Save the trained weights as safetensors in the cell's workdir, when it has one (a sweep
+    cell of the tuning protocol keeps none: nothing evaluates it later)."""
+    if ctx.workdir is None or ctx.sweep:
         return None
     from safetensors.torch import save_file
 
