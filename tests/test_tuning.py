@@ -6,6 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -260,6 +265,34 @@ def test_sweep_cells_resume_after_an_interrupt_and_none_runs_twice(tmp_path):
     lines = log.read_text().splitlines()
     assert len(lines) == len(set(lines)) == 4 * 2 + 2       # every cell ran exactly once
     assert [ln.split()[1] for ln in lines[-2:]] == ["report", "report"]
+
+
+def test_a_sweep_killed_with_sigkill_resumes_and_runs_no_cell_twice(tmp_path):
+    log, results = tmp_path / "log.txt", tmp_path / "r"
+    prof = profile(tmp_path / "p.toml", best_lr=1e-3, log=str(log), sleep_s=1.0,
+                   scorers='"softmax"')
+    proc = subprocess.Popen([sys.executable, "-m", "suite.cli", "run", "--plugin", str(PLUGIN),
+                             "--profile", str(prof), "--results", str(results)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    deadline = time.time() + 180
+
+    def started() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    while started() < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert started() == 3, proc.communicate()[0] if proc.poll() is not None else ""
+    proc.send_signal(signal.SIGKILL)                      # in the third sweep cell
+    proc.wait()
+    assert len(records(results)) == 2
+    with tuned_plugin():
+        summary = run(prof, results)
+    assert len(summary.resumed) == 2 and len(summary.records) == 8 - 2 + 2
+    lines = log.read_text().splitlines()
+    assert len(lines) == 3 + 6 + 2 and lines[2] == lines[3]   # only the killed cell ran again
+    assert len(set(lines)) == 10
+    assert chosen_points(results) == {"softmax": {'{"lr": 0.001}'}}
 
 
 def test_a_scorer_reports_as_soon_as_its_sweep_is_done(tmp_path):

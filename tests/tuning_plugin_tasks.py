@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from tasks import Metric, RunContext, Task, TaskResult, TrainingFailure, register_task
@@ -40,6 +41,7 @@ class TunedTask(Task):
         eval_shift: float = 0.0            # moves the reported items only
         log: str = ""                      # "run <sweep|report> <scorer> <seed> <lr>" per cell
         interrupt_marker: str = ""         # while it exists: delete it and raise KeyboardInterrupt
+        sleep_s: float = 0.0               # after logging, before the result
 
     def run(self, scorer, scorer_kwargs, seed, config, ctx: RunContext) -> TaskResult:
         if config.interrupt_marker and os.path.exists(config.interrupt_marker):
@@ -49,6 +51,7 @@ class TunedTask(Task):
             with open(config.log, "a") as f:
                 f.write(f"run {'sweep' if ctx.sweep else 'report'} {scorer} {seed} "
                         f"{config.lr:g}\n")
+        time.sleep(config.sleep_s)
         if config.lr >= config.diverge_at_or_above:
             raise TrainingFailure("diverged", 3, f"lr={config.lr:g} diverged")
         best = config.best_lr if seed >= TUNING_SEED_FLOOR else 4 * config.best_lr
