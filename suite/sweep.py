@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from .cells import REPORT, SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
-from .records import stale_reason
 from .tuning import Choice, Point, Tuning, choose, parse_tuning, point_label, points, record_block
 
 ALL_FAILED = "every point of the tuning grid failed"

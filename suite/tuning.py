@@ -64,9 +64,6 @@ class Tuning:
     grids: dict[str, dict[str, tuple[float, ...]]]
     origin: Callable[[str], str] = field(default=lambda key: "profile", compare=False)
 
-    def cells_per_point(self) -> int:
-        return len(self.seeds)
-
 
 def parse_tuning(profile: Profile) -> Tuning | None:
     """The profile's tuning protocol, or None when it has none (or ``enabled = false``). A grid

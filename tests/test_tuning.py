@@ -377,8 +377,7 @@ def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
 # ------------------------------------------------------------------------ tasks
 
 
-def test_every_training_task_declares_a_validation_metric_and_records_a_curve():
-    import tasks  # noqa: F401  (registers the tasks)
+def test_every_training_task_declares_a_validation_metric():
     from suite.estimate import steps_of
     from tasks import create_task, list_tasks
 
@@ -392,6 +391,24 @@ def test_every_training_task_declares_a_validation_metric_and_records_a_curve():
         if trains:
             assert task.validation.direction in ("higher", "lower")
             assert task.validation.metric not in task.metrics_for(task.config())
+
+
+@pytest.mark.parametrize("task_name", ["icl_linear", "icl_quantifiers", "icl_mqar"])
+def test_an_icl_sweep_cell_records_its_validation_curve_and_skips_the_evaluation(task_name):
+    from tasks import RunContext, create_task
+
+    task = create_task(task_name)
+    section = dict(load_profile("smoke").task_overrides[task_name])
+    section.update(train_steps=6, curriculum_every=1)
+    if task_name == "icl_mqar":
+        section.pop("curriculum_every")
+    cfg = task.config(section)
+    sweep = task.run("softmax", {}, 1000, cfg, RunContext(sweep=True))
+    val = sweep.extra["validation"]
+    assert sweep.metrics == {} and val["metric"] == task.validation.metric
+    assert val["curve"]["step"] == [1, 2, 3, 4, 5, 6] and val["value"] is not None
+    assert len(val["curve"]["value"]) == 6 and val["items"] >= 512
+    assert val["curve"]["items"] == -(-val["items"] // 4)
 
 
 def test_curve_steps_are_about_eight_log_spaced_steps_ending_at_the_last():
