@@ -150,7 +150,7 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
                                f"{task!r} does not train and declares no validation metric; "
                                f"remove its grid")
         metrics[task] = (cls.validation.metric, cls.validation.direction)
-    reporting_seeds = sorted({p.cell.seed for p in planned})
+    reporting_seeds = sorted({p.cell.seed for p in planned if p.cell.task in tuning.grids})
     overlap = sorted(set(reporting_seeds) & set(tuning.seeds))
     if overlap:
         raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {list(tuning.seeds)} share "
