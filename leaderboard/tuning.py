@@ -186,9 +186,9 @@ def method_text(tuning: dict | None) -> str:
         "way (the ratio of the two edge values) up to the profile's cap, the same rule for every "
         "scorer; a scorer whose best is still on an edge is flagged. The reporting cells run at "
         "the chosen point on the reporting seeds, and every number on the board comes from "
-        f"them. Cost: {sweep} sweep cells for {report} reporting cells "
-        f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
-        f"Cost so far: {sweep} sweep cells; no reporting cell yet.")
+        "them. " + (f"Cost: {sweep} sweep cells for {report} reporting cells "
+                    f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
+                    f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
 
 
 def markdown(tuning: dict | None, plots: list[str]) -> str:
