@@ -904,7 +904,8 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
         "profiles": sorted({label_of(r) for r in used}),
         "git_sha": prov["git_sha"], "hardware": prov["hardware"],
         "harness_version": prov["harness_version"],
-        "records": {r.path: r.digest for r in sorted(loaded.records, key=lambda r: r.path)},
+        "records": {r.path: r.digest
+                    for r in sorted(loaded.records + loaded.sweeps, key=lambda r: r.path)},
     }
     problems.sort(key=lambda p: (p.path, p.reason))
     return Board(

@@ -58,6 +58,10 @@ class Record:
     provenance: dict[str, Any] = field(default_factory=dict)
     anchors: dict[str, dict] = field(default_factory=dict)  # extra["anchors"]: metric -> floor/ceiling
     digest: str = ""  # the first 16 hex digits of the SHA-256 of the record's JSON text
+    role: str = "report"              # "sweep" (never on the board) or "tuned" (suite/tuning.py)
+    tuning: dict | None = None        # the record's ``tuning`` object (suite/tuning.py)
+    validation: dict | None = None    # extra["validation"]: the validation metric and its curve
+    scorer_parameters: dict = field(default_factory=dict)  # extra["scorer_parameters"]
 
     @property
     def records_version(self) -> int:
@@ -69,7 +73,15 @@ class Record:
 
     @property
     def config_key(self) -> str:
-        return json.dumps(self.config, sort_keys=True, separators=(",", ":"))
+        """The setting the record belongs to: its config, except that the keys a tuning
+        protocol chose per scorer give way to the grid they were chosen from (scorers tuned on
+        one grid are one setting)."""
+        grid = (self.tuning or {}).get("base_grid")
+        if self.role != "tuned" or not isinstance(grid, dict):
+            return json.dumps(self.config, sort_keys=True, separators=(",", ":"))
+        config = {k: v for k, v in self.config.items() if k not in grid}
+        return json.dumps({"config": config, "tuning_grid": grid}, sort_keys=True,
+                          separators=(",", ":"))
 
     @property
     def date(self) -> str:
@@ -142,8 +154,15 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
                     metric_specs={k: metric_spec(v) for k, v in data["metric_specs"].items()},
                     grids={k: _grid(g) for k, g in data["grids"].items()},
                     items=items, provenance=data["provenance"],
-                    anchors=_anchors(data["extra"].get("anchors"), metrics, path, problems))
+                    anchors=_anchors(data["extra"].get("anchors"), metrics, path, problems),
+                    role=str(cell.get("role", "report")), tuning=data.get("tuning"),
+                    validation=_dict_or_none(data["extra"].get("validation")),
+                    scorer_parameters=_dict_or_none(data["extra"].get("scorer_parameters")) or {})
     return record, problems
+
+
+def _dict_or_none(value: Any) -> dict | None:
+    return value if isinstance(value, dict) else None
 
 
 def metric_spec(spec: dict) -> dict:
@@ -220,6 +239,9 @@ def _item_problem(name: str, values: np.ndarray | None, metrics: dict[str, float
 class LoadedRecords:
     records: list[Record]
     problems: list[Problem]
+    # the tuning protocol's sweep cells (suite/tuning.py): read by leaderboard.tuning, never
+    # aggregated with the reporting cells
+    sweeps: list[Record] = field(default_factory=list)
 
 
 def load_records(results_dir: str | Path) -> LoadedRecords:
@@ -231,7 +253,7 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {str(root)!r} does not exist; run "
                                 "`scorebench run` first or pass --results DIR")
-    records, problems = [], []
+    records, problems, sweeps = [], [], []
     for file in sorted(p for suffix in RECORD_SUFFIXES for p in root.rglob(f"*{suffix}")):
         rel = file.relative_to(root).as_posix()
         parts = Path(rel).parts
@@ -251,6 +273,6 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
             problems.append(Problem(rel, str(exc)))
             continue
         record.digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        records.append(record)
+        (sweeps if record.role == "sweep" else records).append(record)
         problems.extend(partial)
-    return LoadedRecords(records, problems)
+    return LoadedRecords(records, problems, sweeps)

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import markdown, plots, stats
+from . import curves, markdown, plots, stats, tuning
 from .aggregate import FRAMES, Board, aggregate
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records
@@ -85,9 +85,17 @@ def write_release(board: Board, release_dir: Path) -> list[Path]:
     _csv(board.overall, FRAMES["overall"], release_dir / "overall.csv")
     files += [release_dir / "results.csv", release_dir / "overall.csv"]
     plot_paths = plots.render_all(board, plot_dir)
+    extra_plots = (tuning.render(board.meta.get("tuning"), plot_dir)
+                   + curves.render(board.meta.get("curves"), plot_dir))
+    plot_paths += extra_plots
     rel_plots = [p.relative_to(release_dir).as_posix() for p in plot_paths]
+    rel_extra = [p.relative_to(release_dir).as_posix() for p in extra_plots]
     readme = release_dir / "README.md"
-    readme.write_text(markdown.release_readme(board, rel_plots), encoding="utf-8", newline="\n")
+    text = markdown.release_readme(board, [p for p in rel_plots if p not in rel_extra])
+    sections = [tuning.markdown(board.meta.get("tuning"), rel_extra),
+                curves.markdown(board.meta.get("curves"), rel_extra)]
+    text = "\n".join([text.rstrip("\n"), *[s for s in sections if s]]) + "\n"
+    readme.write_text(text, encoding="utf-8", newline="\n")
     return [readme, *files, *plot_paths]
 
 
@@ -168,6 +176,12 @@ def release_board(loaded: LoadedRecords, release: str | None, **aggregate_kwargs
     """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
     this). Without ``release``, the release is named by the date of its newest record."""
     board = aggregate(loaded, **aggregate_kwargs)
+    tuned = tuning.summary(loaded)
+    learning = curves.summary(loaded, board.meta.get("baseline", "softmax"))
+    if tuned or learning:     # the release's tuning and learning curves (leaderboard/tuning.py)
+        board = Board(meta={**board.meta, **({"tuning": tuned} if tuned else {}),
+                            **({"curves": learning} if learning else {})},
+                      **{name: getattr(board, name) for name in FRAMES})
     if release is None:
         release = board.meta["date_last"]
         if release == "unknown":

@@ -16,6 +16,9 @@ from typing import Any
 from .profiles import Profile, ProfileError
 from .records import canonical_json, cell_id
 
+REPORT, SWEEP, TUNED = "report", "sweep", "tuned"
+ROLES = (REPORT, SWEEP, TUNED)
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -30,18 +33,33 @@ class Cell:
     profile: str
     seed: int
     config: dict
+    # "report" (the default, left out of the JSON so that untuned cells keep their ids),
+    # "sweep": a cell of the tuning protocol's sweep (suite/tuning.py), scored on the validation
+    # metric, or "tuned": a reporting cell at the point its sweep chose
+    role: str = REPORT
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"cell role must be one of {ROLES}, got {self.role!r}")
 
     def to_dict(self) -> dict:
-        return json.loads(canonical_json(dataclasses.asdict(self)))
+        d = dataclasses.asdict(self)
+        if self.role == REPORT:
+            del d["role"]
+        return json.loads(canonical_json(d))
 
     @classmethod
     def from_dict(cls, d: dict) -> "Cell":
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in d]
+        missing = [n for n in names if n not in d and n != "role"]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
             raise ValueError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
-        return cls(**{n: d[n] for n in names})
+        return cls(**{n: d[n] for n in names if n in d})
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.role == SWEEP
 
     @property
     def id(self) -> str:
@@ -50,15 +68,20 @@ class Cell:
     @property
     def label(self) -> str:
         kw = ",".join(f"{k}={v}" for k, v in sorted(self.scorer_kwargs.items()))
-        return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}"
+        rates = ",".join(f"{k}={self.config[k]:g}" for k in sorted(self.config)
+                         if k in ("lr", "weight_decay"))
+        role = f" ({self.role} {rates})" if self.role != REPORT else ""
+        return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}{role}"
 
 
 @dataclass(frozen=True)
 class PlannedCell:
-    """A cell and, when the task cannot run the scorer, why (recorded with status ``skipped``)."""
+    """A cell and, when the task cannot run the scorer, why (recorded with status ``skipped``);
+    ``tuning``: the record's ``tuning`` object (suite/tuning.py) of a tuned or sweep cell."""
 
     cell: Cell
     skip_reason: str | None = None
+    tuning: dict | None = None
 
 
 def _coerce(default: Any, value: Any, where: str) -> Any:

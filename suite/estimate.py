@@ -76,10 +76,12 @@ def device_class(device: str) -> str:
     return hardware(device)
 
 
-def _config_key(task: str, task_version: int, config: dict) -> tuple:
+def _config_key(task: str, task_version: int, config: dict, role: str = "report") -> tuple:
+    """Records time cells of the same config and role (a sweep cell skips the reported
+    evaluation, so it times no reporting cell)."""
     from .records import canonical_json
 
-    return task, int(task_version), canonical_json(config)
+    return task, int(task_version), canonical_json(config), role
 
 
 def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[float]]]:
@@ -95,7 +97,8 @@ def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, 
         if not isinstance(wall, (int, float)) or wall < 0:
             continue
         cell = r["cell"]
-        times[_config_key(cell["task"], cell["task_version"], cell["config"])][
+        times[_config_key(cell["task"], cell["task_version"], cell["config"],
+                          cell.get("role", "report"))][
             _scorer_label(cell)].append(float(wall))
     return times
 
@@ -302,7 +305,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
     for task, group in by_task.items():
         configs: dict[tuple, list[Cell]] = defaultdict(list)
         for cell in group:
-            configs[_config_key(cell.task, cell.task_version, cell.config)].append(cell)
+            configs[_config_key(cell.task, cell.task_version, cell.config, cell.role)].append(cell)
         total, sources = 0.0, []
         scaled.clear()
         for key, members in configs.items():

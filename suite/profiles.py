@@ -15,6 +15,10 @@ A profile file holds::
     n_layer = 2
     [scorer_kwargs.ssa]          # keyword arguments of a scorer, for every cell that runs it
     ...
+    [tuning]                     # optional: the tuning protocol (suite/tuning.py), e.g.
+    seeds = 2                    #   tuning seeds 1000, 1001 (disjoint from [run] seeds)
+    [tuning.grid.icl_linear]     #   a grid per task: config key -> values
+    lr = [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
     [estimate]                   # optional: the expected seconds per cell on the profile's device,
     device = "1x H100 (assumed)" # shown by a dry run on another device when no record has them
     seconds_per_cell = {icl_linear = 36.0}
@@ -41,7 +45,8 @@ from scorers.fast.policy import FAST_MODES
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu"
 
-TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate")
+TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate",
+                  "tuning")
 ESTIMATE_KEYS = ("device", "seconds_per_cell")
 RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s", "fast")
 REQUIRED_RUN_KEYS = ("tasks", "scorers", "seeds")
@@ -70,6 +75,7 @@ class Profile:
     scorer_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     estimate: dict[str, Any] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)  # raw [tuning]; suite.tuning parses it
     # Not part of a cell's identity: a fast path computes the scorer's own formula (tests hold it
     # to the reference), like the device or the micro-batching; provenance.fast_paths says which.
     fast: str = "auto"
@@ -135,6 +141,7 @@ def _validate_file(data: dict, path: Path) -> None:
         if key in data and not isinstance(data[key], str):
             raise ProfileError(f"{path}: {key!r} must be a string")
     _check_keys(_check_table(data.get("run", {}), "[run]", path), RUN_KEYS, "[run]", path)
+    _check_table(data.get("tuning", {}), "[tuning]", path)
     for section in ("tasks", "scorer_kwargs"):
         for name, table in _check_table(data.get(section, {}), f"[{section}]", path).items():
             _check_table(table, f"[{section}.{name}]", path)
@@ -231,6 +238,7 @@ def load_profile(spec: str | Path | None = None) -> Profile:
         origins=origins,
         estimate=_estimate(merged.get("estimate", {}), origins.get("estimate.device", where)),
         fast=fast,
+        tuning=merged.get("tuning", {}),
     )
 
 

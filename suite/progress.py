@@ -50,6 +50,15 @@ class RichReporter:
         self.tally.start(to_run)
         self.console.print(f"{to_run} cell(s) to run; started {self.tally.clock(time.time())}")
 
+    def added(self, count: int) -> None:
+        """More cells to run than planned: the tuning protocol's further sweep points and its
+        reporting cells, known once the sweep's records are."""
+        self.tally.total += count
+        if self.overall is not None:
+            self.progress.update(self.overall, total=self.tally.total)
+        self.console.print(f"{count} more cell(s) to run (tuning: sweep points or reporting "
+                           f"cells now known)")
+
     def event(self, event: Event) -> None:
         if isinstance(event, Started):
             self.rows[event.job.cell_id] = self.progress.add_task(

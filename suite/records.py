@@ -35,6 +35,10 @@ CELL_FIELDS = {
     "task": str, "task_version": int, "track": str, "scorer": str, "scorer_version": int,
     "scorer_kwargs": dict, "profile": str, "seed": int, "config": dict,
 }
+# Present only in the cells of the tuning protocol: role "sweep" (a sweep cell) or "tuned" (a
+# reporting cell at the chosen point); an untuned cell leaves it out, so its id does not change.
+OPTIONAL_CELL_FIELDS = {"role": str}
+CELL_ROLES = ("sweep", "tuned")
 PROVENANCE_FIELDS = {
     "git_sha": (str, type(None)), "git_dirty": (bool, type(None)), "harness_version": str,
     "packages": dict, "device": str, "hardware": str, "host": str, "dtype": str,
@@ -43,6 +47,9 @@ PROVENANCE_FIELDS = {
 }
 RECORD_FIELDS = ("schema_version", "cell_id", "cell", "status", "message", "step", "metrics",
                  "metric_specs", "grids", "items", "extra", "provenance")
+# Present only in the records of the tuning protocol (suite/tuning.py): the point, the grid, the
+# selection metric and the sweep cells.
+OPTIONAL_RECORD_FIELDS = ("tuning",)
 GRID_FIELDS = ("rows_name", "cols_name", "rows", "cols", "values")
 
 
@@ -140,7 +147,7 @@ def validate_record(record: Any) -> dict:
     if not isinstance(record, dict):
         raise RecordError(f"a record is a JSON object, got {type(record).__name__}")
     missing = [k for k in RECORD_FIELDS if k not in record]
-    unknown = sorted(set(record) - set(RECORD_FIELDS))
+    unknown = sorted(set(record) - set(RECORD_FIELDS) - set(OPTIONAL_RECORD_FIELDS))
     if missing:
         raise RecordError(f"record is missing field(s) {missing}")
     if unknown:
@@ -151,11 +158,17 @@ def validate_record(record: Any) -> dict:
     cell = record["cell"]
     _check_type(cell, dict, "cell")
     missing = [k for k in CELL_FIELDS if k not in cell]
-    unknown = sorted(set(cell) - set(CELL_FIELDS))
+    unknown = sorted(set(cell) - set(CELL_FIELDS) - set(OPTIONAL_CELL_FIELDS))
     if missing or unknown:
         raise RecordError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
     for k, t in CELL_FIELDS.items():
         _check_type(cell[k], t, f"cell.{k}")
+    if "role" in cell and cell["role"] not in CELL_ROLES:
+        raise RecordError(f"cell.role {cell['role']!r} is not one of {list(CELL_ROLES)} (an "
+                          f"untuned cell has no role field)")
+    if "tuning" in record:
+        _check_type(record["tuning"], dict, "tuning")
+        _check_finite(record["tuning"], "tuning")
     _check_finite(cell, "cell")
     if cell_id(cell) != record["cell_id"]:
         raise RecordError(f"cell_id {record['cell_id']!r} does not match the cell (its hash is "

@@ -38,6 +38,7 @@ class CellJob:
     workdir: str | None = None  # the cell's scratch directory (checkpoints, caches)
     accumulation: int = 1       # micro-batches per training batch (RunContext.accumulation)
     fast: str = "off"           # the scorers' fast paths in training (RunContext.fast)
+    tuning: dict | None = None  # the record's ``tuning`` object (suite/tuning.py), if any
 
     @property
     def cell_id(self) -> str:
@@ -46,12 +47,13 @@ class CellJob:
     def to_json(self) -> dict:
         return {"cell": self.cell.to_dict(), "skip_reason": self.skip_reason,
                 "time_limit_s": self.time_limit_s, "workdir": self.workdir,
-                "accumulation": self.accumulation, "fast": self.fast}
+                "accumulation": self.accumulation, "fast": self.fast, "tuning": self.tuning}
 
     @classmethod
     def from_json(cls, d: dict) -> "CellJob":
         return cls(Cell.from_dict(d["cell"]), d.get("skip_reason"), d.get("time_limit_s"),
-                   d.get("workdir"), int(d.get("accumulation", 1)), str(d.get("fast", "off")))
+                   d.get("workdir"), int(d.get("accumulation", 1)), str(d.get("fast", "off")),
+                   d.get("tuning"))
 
 
 def default_device() -> str:
@@ -196,7 +198,8 @@ def run_cell(job: CellJob, *, device: str | None = None,
             if workdir is not None:
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
-                             accumulation=job.accumulation, fast=job.fast)
+                             accumulation=job.accumulation, fast=job.fast,
+                             sweep=cell.is_sweep)
             seed_everything(cell.seed)
             with time_limit(job.time_limit_s):
                 result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)
@@ -226,6 +229,8 @@ def run_cell(job: CellJob, *, device: str | None = None,
                           provenance(device=device, dtype=str(extra.get("dtype", "float32")),
                                      wall_time_s=wall, peak_mb=peak_memory_mb(device),
                                      started=started, finished=utc_now()))
+    if job.tuning is not None:
+        record["tuning"] = job.tuning
     if job.accumulation != 1:
         record["provenance"]["accumulation"] = job.accumulation
     if ctx is not None and ctx.fast_paths:
@@ -285,6 +290,7 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
     """The record of a cell that ended outside ``run_cell`` (its worker process died, or it was
     killed for running past its time limit)."""
     metric_specs = {}
+    tuning = {"tuning": job.tuning} if job.tuning is not None else {}
     try:
         from tasks import create_task
 
@@ -292,11 +298,11 @@ def failed_record(job: CellJob, status: str, message: str, *, device: str = "cpu
         metric_specs = task.metric_specs(config_object(task, job.cell.config))
     except Exception:  # noqa: BLE001 - the record is still valid without them
         pass
-    return validate_record(build_record(
+    return validate_record({**build_record(
         job.cell, status, message, None, {}, metric_specs,
         provenance(device=device, dtype="float32", wall_time_s=wall_time_s, peak_mb=None,
                    started=started or utc_now(), finished=utc_now(),
-                   hardware_name=hardware_name)))
+                   hardware_name=hardware_name)), **tuning})
 
 
 def failure_reason(record: dict) -> str:

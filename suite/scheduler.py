@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from .cells import PlannedCell
 from .executors import Event, Executor
@@ -21,6 +21,8 @@ from .runner import CellJob, run_cell
 from .store import ResultStore
 
 RERUN_CHOICES = ("failed", "all")
+# follow_up(current) -> more planned cells; current(cell) -> the record of cell this run counts
+FollowUp = Callable[[Callable[..., "dict | None"]], "list[PlannedCell]"]
 
 
 class Reporter(Protocol):
@@ -79,34 +81,50 @@ def make_jobs(planned: list[PlannedCell], store: ResultStore,
               time_limit_s: float | None, fast: str = "off") -> list[CellJob]:
     return [CellJob(p.cell, p.skip_reason, time_limit_s,
                     str(store.root.resolve() / ".work" / p.cell.task / p.cell.scorer / p.cell.id),
-                    fast=fast)
+                    fast=fast, tuning=p.tuning)
             for p in planned]
 
 
 def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor, *,
               rerun: str | None = None, fail_fast: bool = False,
               time_limit_s: float | None = None, reporter: Reporter | None = None,
-              poll_s: float = 1.0, fast: str = "off") -> RunSummary:
-    """Run the cells of ``planned`` that need running; return what happened."""
+              poll_s: float = 1.0, fast: str = "off",
+              follow_up: FollowUp | None = None) -> RunSummary:
+    """Run the cells of ``planned`` that need running; return what happened.
+
+    ``follow_up(current)``, when given, is asked for more cells at the start and after every
+    record written (the tuning protocol's further sweep points and its reporting cells, which
+    depend on the records of earlier cells); ``current(cell)`` is the record of ``cell`` that this
+    run counts (None while the cell is still to run here). Cells already seen are ignored."""
     reporter = reporter or NullReporter()
     t0, run_started = time.perf_counter(), time.time()
     summary = RunSummary()
     pending: deque[CellJob] = deque()
+    seen: set[str] = set()
     stale = 0
-    for job in make_jobs(planned, store, time_limit_s, fast):
-        record = store.existing(job.cell)
-        is_stale = record is not None and stale_reason(record) is not None
-        if record is not None and not should_rerun(record, rerun) and not is_stale:
-            summary.resumed.append(record)
+
+    def add(cells: list[PlannedCell], first: bool = False) -> int:
+        """Queue the cells not seen yet; ``first``: ahead of those queued (a follow-up's cells
+        complete a sweep or its reporting cells, so a run stopped early holds whole scorers)."""
+        nonlocal stale
+        new = []
+        for job in make_jobs([p for p in cells if p.cell.id not in seen], store, time_limit_s,
+                             fast):
+            if job.cell_id in seen:
+                continue
+            seen.add(job.cell_id)
+            record = store.existing(job.cell)
+            is_stale = record is not None and stale_reason(record) is not None
+            if record is not None and not should_rerun(record, rerun) and not is_stale:
+                summary.resumed.append(record)
+            else:
+                stale += is_stale
+                new.append(job)
+        if first:
+            pending.extendleft(reversed(new))
         else:
-            stale += is_stale
-            pending.append(job)
-    for warning in store.warnings:
-        reporter.note(warning)
-    if stale:
-        reporter.note(f"{stale} record(s) older than the harness (records version < "
-                      f"{RECORDS_VERSION}) run again")
-    reporter.planned(len(pending), len(summary.resumed))
+            pending.extend(new)
+        return len(new)
 
     def done_meanwhile(job: CellJob) -> dict | None:
         """A record another run wrote after this run started (never rerun that one)."""
@@ -117,13 +135,40 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
         keep = not should_rerun(record, rerun) and not stale_reason(record)
         return record if fresh or keep else None
 
+    def current(cell) -> dict | None:
+        return None if cell.id in running else done_meanwhile(CellJob(cell))
+
+    running: set[str] = set()
+
+    def ask_follow_up() -> int:
+        if follow_up is None:
+            return 0
+        return add(follow_up(current), first=True)
+
+    add(planned)
+    ask_follow_up()
+    for warning in store.warnings:
+        reporter.note(warning)
+    if stale:
+        reporter.note(f"{stale} record(s) older than the harness (records version < "
+                      f"{RECORDS_VERSION}) run again")
+    reporter.planned(len(pending), len(summary.resumed))
+
     def save(job: CellJob, record: dict, claim) -> None:
+        if job.tuning is not None and "tuning" not in record:
+            record["tuning"] = job.tuning
         store.write(record)
         store.release(claim)
+        running.discard(job.cell_id)
         summary.records.append(record)
         reporter.finished(job, record)
         if fail_fast and record["status"] in HARNESS_FAILURES:
             summary.stopped_early = True
+        more = ask_follow_up()
+        if more:
+            added = getattr(reporter, "added", None)
+            if added is not None:
+                added(more)
 
     claims: dict[str, object] = {}
     store.start_heartbeat()
@@ -140,6 +185,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
                     store.release(claim)
                     summary.resumed.append(record)
                     continue
+                running.add(job.cell_id)
                 if job.skip_reason:
                     save(job, run_cell(job), claim)
                     continue

@@ -14,6 +14,7 @@ from typing import Any, Callable, ClassVar
 import torch
 
 from .registry import TaskError
+from .validation import Validation
 
 HEADLINE_KEY = "headline_metrics"  # the optional Config field choosing a profile's headline metrics
 
@@ -96,6 +97,9 @@ class RunContext:
     # tasks.training.prepare_model, which notes the path each scorer ran in ``fast_paths``.
     fast: str = "off"
     fast_paths: dict[str, str] = field(default_factory=dict)
+    # A sweep cell of the tuning protocol (suite/tuning.py): the task records its validation
+    # metric and curve and may leave out the reported evaluation.
+    sweep: bool = False
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:
@@ -113,6 +117,9 @@ class Task:
     on_request: ClassVar[bool] = False
     Config: ClassVar[type]
     metrics: ClassVar[dict[str, Metric]] = {}
+    # A training task's validation metric (tasks/validation.py): the tuning protocol selects on
+    # it and every cell records its learning curve; None for a task without training.
+    validation: ClassVar[Validation | None] = None
 
     def config(self, overrides: dict[str, Any] | None = None, *, source: str = "profile"):
         """The task's config with ``overrides`` applied. Every task's config is checked here: an

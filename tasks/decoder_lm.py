@@ -15,6 +15,11 @@ a safetensors checkpoint in the cell's workdir, then one evaluation path for eve
   metric at or below the best constant-answer accuracy on the same items is flagged in
   ``extra["below_baseline"]``.
 
+Validation (tasks/validation.py): ``val_loss``, the mean next-token cross-entropy on the corpus's
+validation split (documents neither trained on nor in the reported held-out test split), its first
+``VALIDATION_TOKENS`` tokens cut into windows of ``max_len`` + 1; the learning curve uses every 4th
+window. Sweep cells skip the reported evaluation.
+
 A workdir that already holds the checkpoint of the same training configuration is evaluated
 without retraining.
 """
@@ -32,6 +37,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from .base import Metric, RunContext, Task, TaskResult
+from .validation import Curve, Validation
 from .data import corpora, fineweb
 from .data.bpe import TextTokenizer
 from .data.lm_data import TokenizedDocuments, eval_documents, training_data
@@ -213,10 +219,51 @@ def load_checkpoint(workdir: Path, device: torch.device | str = "cpu"
     return model.to(device).eval(), TextTokenizer.load(workdir / TOKENIZER), meta
 
 
+VALIDATION_TOKENS = 32768
+CURVE_STRIDE = 4
+
+
+class ValidationWindows:
+    """The validation split's first ``VALIDATION_TOKENS`` tokens (documents concatenated, as the
+    training stream is) in windows of ``max_len`` + 1; ``value`` is the mean next-token loss."""
+
+    def __init__(self, docs, cfg: DecoderLMConfig, autocast: bool):
+        stream = (np.concatenate(docs.tokens)[:max(VALIDATION_TOKENS, cfg.max_len + 1)]
+                  if len(docs) else np.zeros(0, dtype=np.int64))
+        L = min(cfg.max_len + 1, len(stream))     # a split shorter than a window: one window
+        if L < 2:
+            raise TaskError(f"decoder_lm: the validation split of {cfg.corpus!r} has "
+                            f"{len(stream)} tokens; the validation metric needs at least 2")
+        n = len(stream) // L
+        self.windows = torch.from_numpy(stream[:n * L].reshape(n, L).astype(np.int64))
+        self.rows = max(1, cfg.eval_batch_tokens // L)
+        self.autocast = autocast
+
+    def subset_size(self) -> int:
+        return len(self.windows[::CURVE_STRIDE])
+
+    def value(self, model: Decoder, subset: bool = False) -> float:
+        windows = self.windows[::CURVE_STRIDE] if subset else self.windows
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        total = 0.0
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                for i in range(0, len(windows), self.rows):
+                    batch = windows[i:i + self.rows].to(device)
+                    with autocast_to(device, self.autocast):
+                        total += float(model.loss(batch[:, :-1], batch[:, 1:])) * len(batch)
+        finally:
+            model.train(was_training)
+        return total / len(windows)
+
+
 def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
-          ctx: RunContext, autocast: bool) -> dict:
+          ctx: RunContext, autocast: bool, validation: ValidationWindows | None = None) -> dict:
     """Train in place; raises :class:`TrainingFailure` by the rule of
-    :class:`tasks.training.Divergence` (reference ln V)."""
+    :class:`tasks.training.Divergence` (reference ln V). With ``validation``, the learning curve
+    (``validation_curve``) and the final ``validation_value``."""
     device = ctx.device
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and ".scorer." not in n]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 or ".scorer." in n]
@@ -231,6 +278,7 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
                         f"max_len + 2 = {L + 2}")
     offsets_col = np.arange(L + 1)
     curve_steps, curve_loss, window = [], [], []
+    curve = None if validation is None else Curve(cfg.steps, validation.subset_size())
     model.train()
     for step in range(cfg.steps):
         starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)
@@ -248,6 +296,8 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
         value = loss.item()
         rule.check(step, value, float(grad_norm))
         opt.step()
+        if curve is not None:
+            curve.maybe(step + 1, lambda: validation.value(model, subset=True))
         window.append(value)
         if len(window) == cfg.log_every or step == cfg.steps - 1:
             curve_steps.append(step + 1)
@@ -255,7 +305,12 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
             window = []
         ctx.report(step + 1, cfg.steps)
     model.eval()
-    return {"loss_curve": {"step": curve_steps, "loss": curve_loss}}
+    out = {"loss_curve": {"step": curve_steps, "loss": curve_loss}}
+    if validation is not None:
+        out["validation_curve"] = curve.as_dict()
+        out["validation_value"] = validation.value(model)
+        out["validation_items"] = len(validation.windows)
+    return out
 
 
 @register_task("decoder_lm")
@@ -265,6 +320,8 @@ class DecoderLM(Task):
     supports_accumulation = True
     Config = DecoderLMConfig
     metrics = _metrics()
+    validation = Validation("val_loss", "lower", "mean next-token cross-entropy on the corpus's "
+                            "validation split (not the reported held-out test split)")
 
     def run(self, scorer, scorer_kwargs, seed, config, ctx):
         cfg: DecoderLMConfig = config
@@ -292,17 +349,23 @@ class DecoderLM(Task):
             model = Decoder(model_cfg, seed=seed).to(device)
             prepare_model(model, ctx)
             t1 = time.perf_counter()
-            train_extra = train(model, data.train, cfg, seed, ctx, autocast)
+            train_extra = train(model, data.train, cfg, seed, ctx, autocast,
+                                ValidationWindows(data.validation, cfg, autocast))
             train_extra["train_seconds"] = time.perf_counter() - t1
             extra.update(train_extra, resumed_from_checkpoint=False)
-            if ctx.workdir is not None:
+            if ctx.workdir is not None and not ctx.sweep:   # a sweep cell is never evaluated
                 save_checkpoint(ctx.workdir, model, tok,
                                 {"fingerprint": fp, "model": asdict(model_cfg), "seed": seed,
                                  "step": cfg.steps, "train_extra": train_extra})
         extra["parameters"] = parameter_counts(model)
         extra["scorer_parameters"] = scorer_parameter_values(model)
+        extra["validation"] = self.validation.block(
+            extra.pop("validation_value", None), extra.pop("validation_items", 0),
+            Curve.from_dict(extra.pop("validation_curve", {"step": [], "value": [], "items": 0})))
         metrics: dict[str, float] = {"train_loss": extra["loss_curve"]["loss"][-1]}
         items: dict[str, list] = {}
+        if ctx.sweep:
+            return TaskResult(metrics=metrics, items=items, extra=extra, step=cfg.steps)
         t1 = time.perf_counter()
         llm = LogLikelihoodScorer(model, tok, max_length=cfg.max_len, device=device,
                                   batch_tokens=cfg.eval_batch_tokens, add_bos=cfg.add_bos,

@@ -6,8 +6,13 @@ sentences by the cell's MLM objective (data and objectives: ``tasks.data.mlm_dat
 
 - Zorro, 23 paradigms, holistic scoring. Metrics ``zorro.<paradigm>`` (% correct) and
   ``zorro_overall`` (mean of the 23); per-pair outcomes (100 correct / 0 wrong) in ``items``.
-- ``val_mlm_loss``: the MLM loss on the held-out AO-CHILDES sentences, masked once with a fixed
+- ``val_mlm_loss``: the MLM loss on the held-out AO-CHILDES sentences (all but the last
+  ``VALIDATION_SENTENCES``, the validation metric's; the first ``val_sentences``), masked once with a fixed
   seed (the same corruption for every cell), mean cross-entropy over the corrupted positions.
+
+Validation (tasks/validation.py): ``val_mlm_loss_tuning``, the same MLM loss on the last
+``VALIDATION_SENTENCES`` held-out sentences (which the reported ``val_mlm_loss`` leaves out); the
+learning curve uses every 4th. Sweep cells skip Zorro and the reported validation loss.
 
 The loss is the cross-entropy on the selected positions. Every batch holds ``batch_size``
 sentences: the last, partial batch of a pass is completed from the next pass. Optimizer: BabyBERTa's
@@ -29,7 +34,8 @@ from .base import Metric, RunContext, Task, TaskResult, coerce_field_types
 from .data import zorro
 from .data.mlm_data import ORDERS, OBJECTIVES, PAD_ID, EncoderData, corrupt, load_data, pad_batch
 from .data.mlm_data import training_items
-from .lmeval.mlm import masked_validation, validation_loss, zorro_scores
+from .lmeval.mlm import VALIDATION_SENTENCES, masked_validation, validation_loss, zorro_scores
+from .validation import Curve, Validation
 from .models.encoder import Encoder, EncoderConfig
 from .registry import TaskError, register_task
 from .training import (AdamW, Divergence, accumulated_backward, autocast, derive_seed,
@@ -70,7 +76,8 @@ class EncoderMLMConfig:
     diverge_factor: float = 2.0        # diverged: smoothed loss > factor * ln(V) (training.py)
     # evaluation
     zorro_pairs: int = 2000            # the first n pairs of every paradigm
-    val_sentences: int = 0             # the first n validation sentences; 0: all
+    val_sentences: int = 0             # the first n held-out sentences (never the last
+                                       # VALIDATION_SENTENCES, the validation metric's); 0: all
     val_mask_seed: int = 0
     eval_batch_size: int = 256
     log_every: int = 100
@@ -138,10 +145,26 @@ def optimizer(model: Encoder, cfg: EncoderMLMConfig) -> torch.optim.Optimizer:
     return AdamW(model.parameters(), **kwargs)
 
 
+CURVE_STRIDE = 4
+
+
+def validation_value(model: Encoder, masked: tuple, cfg: EncoderMLMConfig,
+                     device: torch.device) -> float:
+    """The MLM loss on ``masked``, in eval mode, leaving the model's mode and the global random
+    state (dropout) as they were."""
+    was_training = model.training
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return validation_loss(model, masked, cfg.eval_batch_size, device)[0]
+    finally:
+        model.train(was_training)
+
+
 def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
-          ctx: RunContext, total_units: int) -> dict:
+          ctx: RunContext, total_units: int, validation: tuple = ()) -> dict:
     """AdamW with warm-up and linear decay; raises TrainingFailure by the rule of
-    :class:`tasks.training.Divergence` (reference ln V)."""
+    :class:`tasks.training.Divergence` (reference ln V). With ``validation`` (masked sentences),
+    the learning curve on every ``CURVE_STRIDE``-th of them."""
     device = ctx.device
     item_rng = np.random.default_rng(derive_seed(seed, "order"))
     mask_rng = np.random.default_rng(derive_seed(seed, "mask"))
@@ -154,6 +177,8 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
     torch.manual_seed(derive_seed(seed, "dropout"))
     curve, window, items, cursor = [], [], np.zeros(0, dtype=np.int64), 0
     passes = 0
+    subset = validation[::CURVE_STRIDE]
+    val_curve = Curve(steps, len(subset)) if validation else None
     model.train()
     for step in range(1, steps + 1):
         if cursor + cfg.batch_size > len(items):
@@ -184,13 +209,16 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
         rule.check(step - 1, value, norm)
         opt.step()
         sched.step()
+        if val_curve is not None:
+            val_curve.maybe(step, lambda: validation_value(model, subset, cfg, device))
         window.append(value)
         if step % cfg.log_every == 0 or step == steps:
             curve.append([step, float(np.mean(window))])
             window = []
         ctx.report(step, total_units)
     return {"steps": steps, "steps_per_pass": per_pass, "passes_started": passes,
-            "loss_curve": curve, "final_train_loss": curve[-1][1] if curve else None}
+            "loss_curve": curve, "final_train_loss": curve[-1][1] if curve else None,
+            "validation_curve": val_curve}
 
 
 # ----------------------------------------------------------------------------------------- task
@@ -215,6 +243,8 @@ class EncoderMLM(Task):
     supports_accumulation = True
     Config = EncoderMLMConfig
     metrics = _metrics()
+    validation = Validation("val_mlm_loss_tuning", "lower", "MLM cross-entropy on the last "
+                            f"{VALIDATION_SENTENCES} held-out AO-CHILDES sentences (not reported)")
 
     def skip_reason(self, scorer: str) -> str | None:
         from scorers import get_scorer_class
@@ -239,8 +269,17 @@ class EncoderMLM(Task):
         steps = cfg.max_steps or math.ceil(len(data.train) * cfg.mask_copies / cfg.batch_size)
         total_units = steps + len(zorro.paradigms()) + 1
         t_data, c_data = time.perf_counter(), time.process_time()
-        log = train(model, data, cfg, seed, ctx, total_units)
+        tuning_val = masked_validation(cfg.objective, cfg.mask_probability, cfg.val_mask_seed, 0,
+                                       data.vocab_size, "validation")
+        log = train(model, data, cfg, seed, ctx, total_units, tuning_val)
         t_train, c_train = time.perf_counter(), time.process_time()
+        validation = self.validation.block(validation_value(model, tuning_val, cfg, device),
+                                           len(tuning_val), log.pop("validation_curve"))
+        if ctx.sweep:
+            ctx.report(total_units, total_units)
+            return TaskResult(metrics={}, extra={"train": log, "validation": validation,
+                                                 "scorer_parameters": scorer_parameter_values(model)},
+                              step=log["steps"])
 
         metrics, items, ties = zorro_scores(
             model, data.zorro, cfg.zorro_pairs, device, cfg.eval_batch_size,
@@ -258,6 +297,7 @@ class EncoderMLM(Task):
             "parameters": model.num_parameters(),
             "parameters_backbone": model.num_parameters(include_scorers=False),
             "train": log,
+            "validation": validation,
             "zorro_pairs_per_paradigm": cfg.zorro_pairs,
             "zorro_ties": ties,
             "zorro_ties_total": int(sum(ties.values())),

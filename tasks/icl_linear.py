@@ -13,6 +13,10 @@ cell; every function is applied to the same ``eval_sequences`` x-sequences. MSE 
   minimum-norm solution when t - 1 = 1, prediction 0 when t = 1; exact from t - 1 = 2 on (noise-free);
 - the zero predictor, expected MSE sigma^2 (sigma_x^2 + 1).
 
+Validation (tasks/validation.py): ``val_mse``, the MSE over all positions (the training loss) of
+fresh training-distribution sequences at the last training length, drawn from the stream (cell seed,
+"icl_linear", "validation"). Sweep cells skip the reported evaluation.
+
 Headlines are the paper's cell (docs/tasks.md#icl_linear): raw MSE at T = 9, in distribution (sigma_x = sigma = 1)
 and the mean raw MSE over the shifted cells of the T = 9 grid (sigma_x > 1 or sigma > 1); T = 9 must be
 an eval point within the training lengths. Their score anchors are the zero predictor's MSE on the same
@@ -30,7 +34,9 @@ from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
+    VALIDATION_SEQUENCES,
     ICLTaskConfig,
+    ValidationData,
     build_model,
     grid,
     mean_of,
@@ -40,6 +46,7 @@ from .icl_training import (
 )
 from .registry import TaskError, register_task
 from .training import generator, scorer_parameter_values, training_dtype
+from .validation import Validation
 
 PAPER_POINTS = 9  # the paper's evaluation length
 LONG_POINTS = 41  # the paper's last training length
@@ -149,22 +156,27 @@ class ICLLinear(Task):
     supports_accumulation = True
     Config = LinearConfig
     metrics = METRICS
+    validation = Validation("val_mse", "lower", "MSE over every position of fresh "
+                            "training-distribution sequences at the last training length")
 
     def run(self, scorer: str, scorer_kwargs: dict, seed: int, config: LinearConfig,
             ctx: RunContext) -> TaskResult:
         cfg = config
         total = cfg.train_steps + 1
         model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
+        val = validation_data(cfg, seed)
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
-                    progress_total=total)
+                    progress_total=total, validation=val)
         grids: dict = {}
-        groups, baselines, anchors = evaluate(model, cfg, seed, log.final_points, grids)
+        groups, baselines, anchors = (({}, {}, {}) if ctx.sweep else
+                                      evaluate(model, cfg, seed, log.final_points, grids))
         items = {k: v for k, v in groups.items() if v}
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
             "mse_start": cfg.mse_start, "eval_sequences": cfg.eval_sequences,
             "eval_functions": cfg.eval_functions, "dtype": training_dtype(cfg.precision == "bf16"),
             "eval_dtype": "float32", "baselines": baselines, "anchors": anchors,
+            "validation": self.validation.block(log.validation, len(val.xs), log.curve),
             "train": {"steps": log.steps, "final_points": log.final_points,
                       "first_loss": log.first_loss, "last_loss": log.last_loss,
                       "loss_curve": log.loss_curve, "parameters": model.num_parameters()},
@@ -175,6 +187,13 @@ class ICLLinear(Task):
             extra["checkpoint"] = checkpoint
         ctx.report(total, total)
         return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+
+
+def validation_data(cfg: LinearConfig, seed: int) -> ValidationData:
+    xs, ys = sample_linear(generator(seed, "icl_linear", "validation"), VALIDATION_SEQUENCES,
+                           cfg.trained_points())
+    return ValidationData(xs, ys, lambda model, x, y: (predict(model, x, y, cfg.eval_batch_tokens)
+                                                       - y).pow(2).mean(-1))
 
 
 def evaluate(model, cfg: LinearConfig, seed: int, trained_points: int,

@@ -23,6 +23,11 @@ trained from scratch at ``train_len`` with the ICL training loop (Adam, constant
 fresh batches; every batch draws its pair count from ``train_pairs``); cross-entropy at the
 query positions only.
 
+Validation (the tuning protocol's metric and the learning curve; tasks/validation.py):
+``val_accuracy``, the query accuracy at L = ``train_len`` over fresh sequences of every training
+pair count, drawn from the stream (cell seed, "icl_mqar", "validation", n), which the reported
+evaluation never draws from. Sweep cells (``RunContext.sweep``) skip the reported evaluation.
+
 Evaluation: accuracy per ``eval_pairs`` x ``eval_lengths`` cell (cells with 4 n > L are left
 empty), ``eval_sequences`` sequences per cell from a stream seeded by (cell seed, n, L), the
 same for every scorer. In distribution = L = ``train_len`` and n in ``train_pairs``; longest =
@@ -38,7 +43,9 @@ from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
+    VALIDATION_SEQUENCES,
     ICLTaskConfig,
+    ValidationData,
     grid,
     mean_of,
     save_checkpoint,
@@ -48,6 +55,7 @@ from .models.decoder import Decoder, DecoderConfig
 from .registry import TaskError, register_task
 from .training import (derive_seed, generator, prepare_model, scorer_parameter_values,
                        training_dtype)
+from .validation import Validation
 
 IGNORE = -100
 
@@ -180,6 +188,17 @@ def build_model(cfg: MQARConfig, scorer: str, scorer_kwargs: dict, seed: int,
     return model
 
 
+def validation_data(cfg: MQARConfig, seed: int) -> ValidationData:
+    """Fresh in-distribution sequences: every training pair count at ``train_len``, about
+    ``VALIDATION_SEQUENCES`` in all, from their own stream."""
+    per_pairs = -(-VALIDATION_SEQUENCES // len(cfg.train_pairs))
+    draws = [sample_mqar(generator(seed, "icl_mqar", "validation", n), per_pairs, cfg.train_len,
+                         n, cfg.vocab_size, cfg.power_a) for n in cfg.train_pairs]
+    return ValidationData(torch.cat([d[0] for d in draws]), torch.cat([d[1] for d in draws]),
+                          lambda model, xs, ys: sequence_accuracy(model, xs, ys,
+                                                                  cfg.eval_batch_tokens))
+
+
 def training_sampler(cfg: MQARConfig):
     pairs = torch.tensor(cfg.train_pairs)
 
@@ -231,22 +250,27 @@ class ICLMQAR(Task):
     supports_accumulation = True
     Config = MQARConfig
     metrics = METRICS
+    validation = Validation("val_accuracy", "higher", "query accuracy at L = train_len on fresh "
+                            "sequences of every training pair count (validation stream)")
 
     def run(self, scorer: str, scorer_kwargs: dict, seed: int, config: MQARConfig,
             ctx: RunContext) -> TaskResult:
         cfg = config
         total = cfg.train_steps + 1
         model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
+        val = validation_data(cfg, seed)
         log = train(model, cfg, training_sampler(cfg), query_loss,
-                    generator(seed, "icl_mqar", "train"), ctx, progress_total=total)
+                    generator(seed, "icl_mqar", "train"), ctx, progress_total=total,
+                    validation=val)
         grids: dict = {}
-        items, chance = evaluate(model, cfg, seed, grids)
+        items, chance = ({}, {}) if ctx.sweep else evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
             "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(cfg.precision == "bf16"),
             "eval_dtype": "float32", "ignore_label": IGNORE,
+            "validation": self.validation.block(log.validation, len(val.xs), log.curve),
             "anchors": {k: {"floor": chance[k], "ceiling": 1.0}
-                        for k in ("accuracy_id", "accuracy_longest")},
+                        for k in ("accuracy_id", "accuracy_longest") if k in chance},
             "train": {"steps": log.steps, "length": cfg.train_len, "pairs": list(cfg.train_pairs),
                       "first_loss": log.first_loss, "last_loss": log.last_loss,
                       "loss_curve": log.loss_curve, "parameters": model.num_parameters()},

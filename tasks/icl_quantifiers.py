@@ -29,6 +29,12 @@ model per quantifier, same seed streams, and the unprefixed metrics are their me
   ``paper_variant_error``: sequences sigma * z of ``deviant_points`` points with -70 at point 6 and
   70000 at point 8 (0-based indices 5 and 7 in the original), labels recomputed, sequence error over
   sigma in ``eval_sigmas``.
+
+Validation (tasks/validation.py): ``val_bce``, the training loss (BCE over every position) on fresh
+training-distribution sequences at the last training length, from the stream (cell seed,
+"icl_quantifiers", quantifier, "validation"), mean over the quantifiers' models (sequence error in
+distribution is 0 for every scorer at small sizes, so it cannot rank points). Sweep cells skip the
+reported evaluation.
 """
 from __future__ import annotations
 
@@ -40,7 +46,9 @@ from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
 from .icl_training import (
+    VALIDATION_SEQUENCES,
     ICLTaskConfig,
+    ValidationData,
     attention,
     build_model,
     finite_or_none,
@@ -52,6 +60,7 @@ from .icl_training import (
 )
 from .registry import TaskError, register_task
 from .training import generator, scorer_parameter_values, training_dtype
+from .validation import Curve, Validation
 
 QUANTIFIERS = ("every", "some")
 IGNORED_PREDICTIONS = 3
@@ -190,6 +199,9 @@ class ICLQuantifiers(Task):
     supports_accumulation = True
     Config = QuantifiersConfig
     metrics = _declare()
+    validation = Validation("val_bce", "lower", "BCE over every position of fresh "
+                            "training-distribution sequences at the last training length, mean "
+                            "over the quantifiers")
 
     def run(self, scorer: str, scorer_kwargs: dict, seed: int, config: QuantifiersConfig,
             ctx: RunContext) -> TaskResult:
@@ -204,11 +216,16 @@ class ICLQuantifiers(Task):
                  "paper_fixed_sequence": list(PAPER_FIXED),
                  "paper_variant_values": {str(k): v for k, v in PAPER_VARIANT.items()},
                  "train": {}, "scorer_parameters": {}, "checkpoints": {}}
+        curves, values, val_items = [], [], 0
         for i, q in enumerate(cfg.quantifiers):
             model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
+            val = validation_data(cfg, q, seed)
             log = train(model, cfg, sample_sequences(q), bce_loss,
                         generator(seed, "icl_quantifiers", q, "train"), ctx,
-                        progress_offset=i * per_model, progress_total=total)
+                        progress_offset=i * per_model, progress_total=total, validation=val)
+            curves.append(log.curve)
+            values.append(log.validation)
+            val_items += len(val.xs)
             extra["train"][q] = {"steps": log.steps, "final_points": log.final_points,
                                  "first_loss": log.first_loss, "last_loss": log.last_loss,
                                  "loss_curve": log.loss_curve, "parameters": model.num_parameters()}
@@ -216,6 +233,9 @@ class ICLQuantifiers(Task):
             checkpoint = save_checkpoint(model, ctx, f"icl_quantifiers_{q}")
             if checkpoint:
                 extra["checkpoints"][q] = checkpoint
+            if ctx.sweep:
+                ctx.report((i + 1) * per_model, total)
+                continue
             for name, (value, its) in evaluate_grid(model, q, cfg, seed, log.final_points, grids).items():
                 metrics[f"{q}_{name}"], items[f"{q}_{name}"] = value, its
             for evaluation in (evaluate_deviant, evaluate_paper_fixed, evaluate_paper_variant):
@@ -229,8 +249,18 @@ class ICLQuantifiers(Task):
             if keys:
                 items[name] = [v for k in keys for v in items[k]]
                 metrics[name] = mean_of(items[name])
+        value = None if any(v is None for v in values) else sum(values) / len(values)
+        extra["validation"] = self.validation.block(value, val_items, Curve.mean(curves))
         undefined_entropy_is_not_applicable(metrics, items, extra)
         return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+
+
+def validation_data(cfg: QuantifiersConfig, quantifier: str, seed: int) -> ValidationData:
+    xs, ys = sample_sequences(quantifier)(
+        generator(seed, "icl_quantifiers", quantifier, "validation"), VALIDATION_SEQUENCES,
+        cfg.trained_points())
+    return ValidationData(xs, ys, lambda model, x, y: F.binary_cross_entropy_with_logits(
+        predict(model, x, y, cfg.eval_batch_tokens), (y + 1) / 2, reduction="none").mean(-1))
 
 
 def undefined_entropy_is_not_applicable(metrics: dict, items: dict, extra: dict) -> None:

@@ -15,6 +15,12 @@ from .models.icl import ICLModel, ICLModelConfig
 from .registry import TaskError
 from .training import (Divergence, accumulated_backward, autocast, derive_seed, prepare_model,
                        row_share)
+from .validation import Curve
+
+# Validation data (tasks/validation.py): this many sequences drawn from the training distribution
+# at the final training length; the learning curve scores every CURVE_STRIDE-th of them.
+VALIDATION_SEQUENCES = 512
+CURVE_STRIDE = 4
 
 
 @dataclass
@@ -125,19 +131,47 @@ PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
+class ValidationData:
+    """A task's validation sequences and its per-sequence score ``score(model, xs, ys) -> (B,)``;
+    the metric is the mean score (over every sequence, or every ``CURVE_STRIDE``-th for the
+    learning curve). Scoring never touches the training streams (the global generator is forked)."""
+
+    xs: torch.Tensor
+    ys: torch.Tensor
+    score: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def subset_size(self) -> int:
+        return len(self.xs[::CURVE_STRIDE])
+
+    def value(self, model: torch.nn.Module, subset: bool = False) -> float:
+        xs, ys = (self.xs[::CURVE_STRIDE], self.ys[::CURVE_STRIDE]) if subset else (self.xs, self.ys)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                return float(self.score(model, xs, ys).double().mean())
+        finally:
+            model.train(was_training)
+
+
+@dataclass
 class TrainLog:
     steps: int
     final_points: int
     loss_curve: dict  # {"step": [...], "loss": [...], "points": [...]} window means
     first_loss: float
     last_loss: float
+    curve: Curve | None = None          # the validation metric during training
+    validation: float | None = None     # the validation metric at the end, every sequence
 
 
 def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callable,
           gen: torch.Generator, ctx: RunContext, progress_offset: int = 0,
-          progress_total: int | None = None) -> TrainLog:
+          progress_total: int | None = None,
+          validation: ValidationData | None = None) -> TrainLog:
     """Adam on fresh batches ``sample(gen, batch_size, T) -> (xs, ys)``; raises TrainingFailure
-    by the rule of :class:`tasks.training.Divergence` (reference: the first step's loss)."""
+    by the rule of :class:`tasks.training.Divergence` (reference: the first step's loss). With
+    ``validation``, the learning curve (on its subset) and the final validation metric."""
     device = next(model.parameters()).device
     curriculum = cfg.curriculum()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -145,12 +179,13 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
     log_every = max(1, cfg.train_steps // cfg.loss_log_points)
     report_every = max(1, cfg.train_steps // 200)
     total = progress_total if progress_total is not None else cfg.train_steps
-    curve = {"step": [], "loss": [], "points": []}
+    losses = {"step": [], "loss": [], "points": []}
     window: list[float] = []
     pending: list[tuple[int, int, torch.Tensor]] = []
     first_loss = None
     last_loss = math.nan
     rule = Divergence(cfg.diverge_factor, context=f"lr={cfg.lr:g}")
+    curve = None if validation is None else Curve(cfg.train_steps, validation.subset_size())
     model.train()
     for step in range(cfg.train_steps):
         points = curriculum.points(step)
@@ -175,17 +210,20 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
                 window.append(value)
                 last_loss = value
                 if len(window) == log_every or s == cfg.train_steps - 1:
-                    curve["step"].append(s + 1)
-                    curve["loss"].append(sum(window) / len(window))
-                    curve["points"].append(t)
+                    losses["step"].append(s + 1)
+                    losses["loss"].append(sum(window) / len(window))
+                    losses["points"].append(t)
                     window = []
             pending = []
         opt.step()
+        if curve is not None:
+            curve.maybe(step + 1, lambda: validation.value(model, subset=True))
         if (step + 1) % report_every == 0 or step == cfg.train_steps - 1:
             ctx.report(progress_offset + step + 1, total)
     model.eval()
     return TrainLog(steps=cfg.train_steps, final_points=curriculum.points(cfg.train_steps - 1),
-                    loss_curve=curve, first_loss=first_loss, last_loss=last_loss)
+                    loss_curve=losses, first_loss=first_loss, last_loss=last_loss, curve=curve,
+                    validation=None if validation is None else validation.value(model))
 
 
 @torch.no_grad()
@@ -229,8 +267,9 @@ def mean_of(items: list) -> float | None:
 
 
 def save_checkpoint(model: ICLModel, ctx: RunContext, name: str) -> str | None:
-    """Save the trained weights as safetensors in the cell's workdir, when it has one."""
-    if ctx.workdir is None:
+    """Save the trained weights as safetensors in the cell's workdir, when it has one (a sweep
+    cell of the tuning protocol keeps none: nothing evaluates it later)."""
+    if ctx.workdir is None or ctx.sweep:
         return None
     from safetensors.torch import save_file
 

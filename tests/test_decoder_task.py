@@ -143,8 +143,14 @@ def test_end_to_end_cell_writes_items_baselines_and_resumes_from_its_checkpoint(
     assert "boolq_acc_norm" not in first.items  # boolq is scored by acc only
     assert set(first.extra["below_baseline"]) <= set(first.extra["baselines"])
     json.dumps(first.extra)
+    val = first.extra["validation"]
+    assert val["metric"] == "val_loss" and val["curve"]["step"][-1] == 4 and 0 < val["value"]
     second = task.run("softmax", {}, 0, task.config(SMOKE), ctx)
     assert second.extra["resumed_from_checkpoint"] and second.metrics == first.metrics
+    assert second.extra["validation"] == val
+    sweep = task.run("softmax", {}, 0, task.config(SMOKE),
+                     RunContext(workdir=tmp_path / "sweep", sweep=True))
+    assert set(sweep.metrics) == {"train_loss"} and sweep.extra["validation"] == val
     shots = task.run("softmax", {}, 0, task.config({**SMOKE, "n_shot": 2}), ctx)
     assert shots.extra["resumed_from_checkpoint"]
     assert shots.metrics["heldout_perplexity"] == first.metrics["heldout_perplexity"]

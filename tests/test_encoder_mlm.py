@@ -240,3 +240,21 @@ def test_full_cell_records_every_metric():
     assert result.step == 5 and result.extra["parameters"] > 0
     again = task.run("softmax", {}, 0, cfg, RunContext())
     assert again.metrics == result.metrics and again.items == result.items
+    val = result.extra["validation"]
+    assert val["metric"] == "val_mlm_loss_tuning" and val["direction"] == "lower"
+    assert val["items"] == 2000 and val["curve"]["step"][-1] == 5 and val["curve"]["items"] == 500
+    assert 0 < val["value"] < 2 * math.log(8192)
+    sweep = task.run("softmax", {}, 0, cfg, RunContext(sweep=True))   # no Zorro, same training
+    assert sweep.metrics == {} and sweep.extra["validation"] == val
+
+
+def test_validation_sentences_are_never_reported():
+    from tasks.lmeval.mlm import VALIDATION_SENTENCES, masked_validation
+
+    reported = masked_validation("babyberta", 0.15, 0, 0, 8192)
+    held = masked_validation("babyberta", 0.15, 0, 0, 8192, "validation")
+    assert len(held) == VALIDATION_SENTENCES
+    val = md.load_data().val
+    assert len(reported) + len(held) == len(val)       # the held-out sentences, split by position
+    assert all(np.array_equal(m[2], v) for m, v in zip(reported, val[:len(reported)]))
+    assert all(np.array_equal(m[2], v) for m, v in zip(held, val[len(reported):]))

@@ -69,6 +69,9 @@ def register(sub, common):
     p.add_argument("--fast", choices=FAST_MODES, default=None,
                    help="the scorers' fast paths in training (default: the profile's [run] fast, "
                         "auto unless it says otherwise); not part of a cell's identity")
+    p.add_argument("--no-tuning", action="store_true",
+                   help="run every task at the profile's config, without the sweep of its "
+                        "[tuning] (the reporting cells then name no chosen point)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the cells and whether they would run, estimate the time of "
                         "those that would (from records of the same config on this device "
@@ -92,31 +95,41 @@ def _plan(args):
 
     import scorers
 
-    from ..cells import expand
     from ..profiles import ProfileError, load_profile
+    from ..sweep import plan_run
 
     try:
         profile = load_profile(args.profile)
-        planned = expand(profile, tasks=args.tasks, scorers=args.scorers, seeds=args.seeds)
+        plan = plan_run(profile, tasks=args.tasks, scorers=args.scorers, seeds=args.seeds,
+                        tune=not getattr(args, "no_tuning", False))
     except (ProfileError, TaskError, scorers.ScorerError) as e:
         raise SystemExit(f"scorebench run: {e}") from None
-    if not planned:
+    if not plan.planned and not plan.pending_reports:
         raise SystemExit("scorebench run: the selection has no cells (no task or no scorer)")
-    return profile, planned
+    return profile, plan
 
 
-def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | None = None,
+def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | None = None,
              estimate_from: tuple = ()) -> int:
     from rich.table import Table
 
     from ..records import stale_reason
     from ..scheduler import should_rerun
+    from ..sweep import dry_run_cells, time_cell
 
-    to_run = []
-    table = Table(title=f"{len(planned)} cells", show_edge=False)
-    for c in ("cell", "task", "scorer", "seed", "would"):
+    def current(cell):
+        record = store.existing(cell)
+        keep = record is not None and not stale_reason(record) and not should_rerun(record, rerun)
+        return record if keep else None
+
+    cells = dry_run_cells(plan, current)
+    to_run = {"sweep": [], "report": []}
+    table = Table(title=f"{len(cells)} cells", show_edge=False)
+    for c in ("cell", "task", "scorer", "seed", "role", "would"):
         table.add_column(c)
-    for p in planned:
+    templates = {} if plan.tuning is None else {k: t.template
+                                                 for k, t in plan.tuning.tuned.items()}
+    for p, note in cells:
         record = store.existing(p.cell)
         if record is None:
             would = "skip (" + p.skip_reason + ")" if p.skip_reason else "run"
@@ -125,11 +138,25 @@ def _dry_run(console, planned, store, rerun, workers: int = 1, declared: dict | 
         else:
             would = (f"run again (has {record['status']})" if should_rerun(record, rerun)
                      else f"keep ({record['status']})")
-        table.add_row(p.cell.id, p.cell.task, p.cell.scorer, str(p.cell.seed), would)
+        if note.startswith("report, after"):
+            would = "run"
+        table.add_row(p.cell.id if not note.startswith("report, after") else "(not known yet)",
+                      p.cell.task, p.cell.scorer, str(p.cell.seed), note or "report", would)
         if would.startswith("run"):
-            to_run.append(p.cell)
+            to_run["sweep" if p.cell.is_sweep else "report"].append(time_cell(p.cell, templates))
     console.print(table)
-    print_estimate(console, to_run, store, workers, declared, estimate_from)
+    if plan.tuning is not None:
+        tuning = plan.tuning.tuning
+        tuned = {task for task, _ in plan.tuning.tuned}
+        console.print(f"tuning: {len(tuning.seeds)} tuning seed(s) {list(tuning.seeds)}, grids "
+                      + "; ".join(f"{t}: " + " x ".join(f"{k} {list(v)}" for k, v in g.items())
+                                  for t, g in tuning.grids.items() if t in tuned)
+                      + f"; each axis may grow by up to {tuning.max_extensions} step(s) past "
+                        f"each edge (not counted above until the records ask for it)")
+        console.print(f"[bold]sweep cells[/]: {len(to_run['sweep'])} to run")
+        print_estimate(console, to_run["sweep"], store, workers, declared, estimate_from)
+        console.print(f"[bold]reporting and untuned cells[/]: {len(to_run['report'])} to run")
+    print_estimate(console, to_run["report"], store, workers, declared, estimate_from)
     return 0
 
 
@@ -193,16 +220,19 @@ def run(args) -> int:
     from ..store import ResultStore
 
     console = Console()
-    profile, planned = _plan(args)
+    profile, plan = _plan(args)
     try:
         store = ResultStore(args.results)
     except RecordError as e:
         raise SystemExit(f"scorebench run: {e}") from None
     if args.dry_run:
-        return _dry_run(console, planned, store, args.rerun, args.workers, profile.estimate,
+        return _dry_run(console, plan, store, args.rerun, args.workers, profile.estimate,
                         tuple(args.estimate_from))
+    tuned = "" if plan.tuning is None else (
+        f" ({len(plan.pending_reports)} reporting cells follow their tuning sweeps)")
     console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
-                  f"{len(planned)} cells, {args.workers} worker(s), executor {args.executor}")
+                  f"{len(plan.planned)} cells{tuned}, {args.workers} worker(s), executor "
+                  f"{args.executor}")
     try:
         executor = get_executor_class(args.executor).from_args(
             args, workers=args.workers, plugins=list(args.plugin or []))
@@ -210,9 +240,10 @@ def run(args) -> int:
         raise SystemExit(f"scorebench run: {e}") from None
     try:
         with RichReporter(console) as reporter:
-            summary = run_cells(planned, store, executor, rerun=args.rerun,
+            summary = run_cells(plan.planned, store, executor, rerun=args.rerun,
                                 fail_fast=args.fail_fast, time_limit_s=profile.time_limit_s,
-                                reporter=reporter, fast=args.fast or profile.fast)
+                                reporter=reporter, fast=args.fast or profile.fast,
+                                follow_up=plan.follow_up())
     except ExecutorError as e:
         raise SystemExit(f"scorebench run: {e}") from None
     print_summary(console, summary, args.results)

@@ -46,12 +46,22 @@ def holistic_cross_entropy(model, seqs: list[np.ndarray], device: torch.device,
     return out
 
 
+# The last held-out sentences: the validation metric's (tuning, learning curves), never reported.
+VALIDATION_SENTENCES = 2000
+
+
 @lru_cache(maxsize=4)
 def masked_validation(objective: str, mask_probability: float, mask_seed: int, count: int,
-                      vocab_size: int) -> tuple:
-    """The validation sentences corrupted once, sentence by sentence, from ``mask_seed``: the same
-    inputs for every cell, whatever the batch size; the first ``count`` sentences (0: all)."""
+                      vocab_size: int, part: str = "reported") -> tuple:
+    """Held-out sentences corrupted once, sentence by sentence, from ``mask_seed``: the same
+    inputs for every cell, whatever the batch size. ``part = "reported"``: the first ``count``
+    (0: all) of the held-out sentences before the last ``VALIDATION_SENTENCES``; ``"validation"``:
+    the first ``count`` (0: all) of those last ones."""
     seqs = load_data().val
+    if part not in ("reported", "validation"):
+        raise ValueError(f"part must be 'reported' or 'validation', got {part!r}")
+    cut = max(0, len(seqs) - VALIDATION_SENTENCES)
+    seqs = seqs[cut:] if part == "validation" else seqs[:cut]
     seqs = seqs[:count] if count else seqs
     rng = np.random.default_rng(mask_seed)
     out = []

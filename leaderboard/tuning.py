@@ -1,0 +1,225 @@
+"""The tuning protocol in a release (suite/tuning.py): what the sweep found and what was chosen.
+
+``summary(loaded)`` reads the sweep records (``LoadedRecords.sweeps``) and the ``tuning`` objects
+of the reporting records into plain JSON (``results.json`` ``meta["tuning"]``):
+
+    {task: {"metric", "direction", "grid": {key: [values]}, "tuning_seeds": [...],
+            "cells": {"sweep": n, "report": n},
+            "scorers": {label: {"points": [{"point", "mean", "ok", "failed"}], "chosen",
+                                "at_edge", "all_failed", "sweep_cells", "learned": {...}}}}}
+
+``render`` draws, per task, the validation metric against the learning rate, one line per scorer
+(the best value over the other axes at each rate; a failed point is a gap); ``markdown`` gives the
+method paragraph (the protocol and its cost in cells) and the table of chosen points.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .records import LoadedRecords, Record
+
+RATE_KEY = "lr"
+
+
+def _point_key(point: dict) -> str:
+    return ",".join(f"{k}={point[k]:g}" for k in sorted(point))
+
+
+def _learned(records: list[Record]) -> dict[str, float]:
+    """Mean over seeds of each learned scorer parameter's mean (e.g. SSA's n, a temperature)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        for name, v in (r.scorer_parameters or {}).items():
+            if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+                values[name.split(".")[-1]].append(float(np.mean(v)))
+    return {k: float(np.mean(v)) for k, v in sorted(values.items())}
+
+
+def summary(loaded: LoadedRecords) -> dict:
+    """Per task, the sweep and the choice of every scorer (empty when nothing was tuned)."""
+    sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in loaded.sweeps:
+        sweeps[(r.task, r.scorer_label)].append(r)
+    reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in loaded.records:
+        if r.tuning and r.tuning.get("role") == "report":
+            reports[(r.task, r.scorer_label)].append(r)
+    out: dict = {}
+    for task, label in sorted(set(sweeps) | set(reports)):
+        recs, reps = sweeps.get((task, label), []), reports.get((task, label), [])
+        block = next((r.tuning for r in reps), None) or {}
+        grid = block.get("grid") or _grid_of(recs)
+        keys = sorted(grid)
+        per_point: dict[str, dict] = {}
+        for r in recs:
+            point = {k: r.config.get(k) for k in keys}
+            entry = per_point.setdefault(_point_key(point), {"point": point, "values": [],
+                                                               "ok": 0, "failed": 0})
+            value = (r.validation or {}).get("value")
+            if r.status == "ok" and isinstance(value, (int, float)):
+                entry["ok"] += 1
+                entry["values"].append(float(value))
+            else:
+                entry["failed"] += 1
+        points = []
+        for key in sorted(per_point, key=lambda k: [per_point[k]["point"][x] for x in keys]):
+            e = per_point[key]
+            points.append({"point": e["point"], "ok": e["ok"], "failed": e["failed"],
+                           "mean": (float(np.mean(e["values"])) if e["values"] and not e["failed"]
+                                    else None)})
+        task_out = out.setdefault(task, {
+            "metric": block.get("selection_metric") or _metric_of(recs),
+            "direction": block.get("direction") or _direction_of(recs),
+            "grid": {}, "tuning_seeds": [], "cells": {"sweep": 0, "report": 0}, "scorers": {}})
+        for k, values in grid.items():
+            task_out["grid"][k] = sorted(set(task_out["grid"].get(k, [])) | set(values))
+        task_out["tuning_seeds"] = sorted(set(task_out["tuning_seeds"]) | {r.seed for r in recs})
+        task_out["cells"]["sweep"] += len(recs)
+        task_out["cells"]["report"] += len(reps)
+        chosen = block.get("point")
+        task_out["scorers"][label] = {
+            "points": points, "chosen": chosen, "at_edge": list(block.get("at_edge", [])),
+            "all_failed": bool(reps) and chosen is None,
+            "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
+        }
+    return out
+
+
+def _grid_of(recs: list[Record]) -> dict:
+    block = next((r.tuning for r in recs if r.tuning), {}) or {}
+    keys = sorted((block.get("point") or {}).keys()) or [RATE_KEY]
+    return {k: sorted({r.config.get(k) for r in recs if k in r.config}) for k in keys}
+
+
+def _metric_of(recs: list[Record]) -> str:
+    return next(((r.validation or {}).get("metric") for r in recs if r.validation), "?")
+
+
+def _direction_of(recs: list[Record]) -> str:
+    return next(((r.validation or {}).get("direction") for r in recs if r.validation), "higher")
+
+
+# ------------------------------------------------------------------------------------ plots
+
+
+def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
+    """Per scorer: the learning rates and, at each, the best mean validation value over the other
+    axes (None where every point at that rate failed)."""
+    better = max if task["direction"] == "higher" else min
+    out = {}
+    for label, s in task["scorers"].items():
+        by_rate: dict[float, list[float | None]] = defaultdict(list)
+        for p in s["points"]:
+            rate = p["point"].get(RATE_KEY)
+            if rate is not None:
+                by_rate[float(rate)].append(p["mean"])
+        rates = sorted(by_rate)
+        out[label] = (rates, [better([v for v in by_rate[x] if v is not None])
+                              if any(v is not None for v in by_rate[x]) else None
+                              for x in rates])
+    return out
+
+
+def render(tuning: dict | None, outdir: Path) -> list[Path]:
+    """``tuning__<task>.png``: validation metric against learning rate, one line per scorer, the
+    chosen rate marked."""
+    from .plots import DPI, PNG_METADATA, safe_name
+
+    paths = []
+    for task, t in sorted((tuning or {}).items()):
+        lines = rate_lines(t)
+        if not any(rates for rates, _ in lines.values()):
+            continue
+        fig = Figure(figsize=(7.0, 4.2))
+        ax = fig.add_subplot(1, 1, 1)
+        for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
+            y = [np.nan if v is None else v for v in values]
+            (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label,
+                              color=f"C{i % 10}", ls="-" if i < 10 else "--")
+            chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
+            if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
+                ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
+                        color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(f"{t['metric']} ({t['direction']} is better), mean over tuning seeds")
+        ax.set_title(f"{task}: validation metric against learning rate (star: chosen)",
+                     fontsize=9)
+        ax.legend(fontsize=7, loc="best", ncol=2)
+        ax.grid(True, lw=0.3, alpha=0.5)
+        path = Path(outdir) / f"{safe_name('tuning', task)}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
+        paths.append(path)
+    return paths
+
+
+# ------------------------------------------------------------------------------------ text
+
+
+def _value(x) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def method_text(tuning: dict | None) -> str:
+    """The protocol as this release ran it, and its cost in cells."""
+    if not tuning:
+        return ""
+    sweep = sum(t["cells"]["sweep"] for t in tuning.values())
+    report = sum(t["cells"]["report"] for t in tuning.values())
+    grids = "; ".join(f"{task}: " + " x ".join(f"{k} {{{', '.join(f'{v:g}' for v in vals)}}}"
+                                               for k, vals in t["grid"].items())
+                      for task, t in sorted(tuning.items()))
+    seeds = sorted({s for t in tuning.values() for s in t["tuning_seeds"]})
+    return (
+        "**Tuning.** Every scorer gets the same grid on each tuned task (" + grids + "), trained "
+        f"at the task's full budget on tuning seeds {seeds}, which no reporting cell uses, and "
+        "scored on the task's validation metric: in distribution, on validation data disjoint "
+        "from the reported evaluation items (fresh draws for the ICL tasks and MQAR, held-out "
+        "documents or sentences outside the reported evaluation for the language models). A "
+        "point's score is its mean over the tuning seeds; a point where a seed diverged or "
+        "failed is never chosen. A best point on an edge of the grid grows it by one step that "
+        "way (the ratio of the two edge values) up to the profile's cap, the same rule for every "
+        "scorer; a scorer whose best is still on an edge is flagged. The reporting cells run at "
+        "the chosen point on the reporting seeds, and every number on the board comes from "
+        "them. " + (f"Cost: {sweep} sweep cells for {report} reporting cells "
+                    f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
+                    f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
+
+
+def markdown(tuning: dict | None, plots: list[str]) -> str:
+    """The release's tuning section: method paragraph, chosen points, sensitivity plots."""
+    if not tuning:
+        return ""
+    lines = ["## Tuning", "", method_text(tuning), ""]
+    for task, t in sorted(tuning.items()):
+        lines += [f"### {task}: chosen points ({t['metric']}, {t['direction']} is better)", "",
+                  "| scorer | chosen point | validation at it | best on an edge | points ok / "
+                  "failed | learned scorer parameters (mean over reporting seeds) |",
+                  "|---|---|---|---|---|---|"]
+        for label, s in sorted(t["scorers"].items()):
+            chosen = s["chosen"]
+            if s["all_failed"]:
+                point, value = "every point failed", None
+            elif chosen is None:
+                point, value = "sweep not complete", None
+            else:
+                point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
+                value = next((p["mean"] for p in s["points"]
+                              if _point_key(p["point"]) == _point_key(chosen)), None)
+            ok = sum(p["ok"] for p in s["points"])
+            failed = sum(p["failed"] for p in s["points"])
+            learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"
+            edge = ", ".join(s["at_edge"]) or "no"
+            lines.append(f"| {label} | {point} | {_value(value)} | {edge} | {ok} / {failed} | "
+                         f"{learned} |")
+        lines.append("")
+        mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
+        lines += [f"![{task}: validation metric against learning rate]({p})" for p in mine]
+        lines.append("")
+    return "\n".join(lines)
+

@@ -1,0 +1,205 @@
+"""The cells of a tuned run: sweep cells first, then each (task, scorer)'s reporting cells at the
+point its sweep chose (the protocol is in :mod:`suite.tuning`).
+
+``plan_run`` expands a profile as :func:`suite.cells.expand` does and, for every task with a grid
+in ``[tuning]``, replaces its reporting cells by the sweep cells of the grid; the scheduler asks
+:meth:`TuningPlan.follow_up` for more cells after every record (grown grids, then the reporting
+cells of complete sweeps).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .cells import REPORT, SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
+from .profiles import Profile, ProfileError
+from .tuning import Choice, Point, Tuning, choose, parse_tuning, point_label, points, record_block
+
+ALL_FAILED = "every point of the tuning grid failed"
+
+
+@dataclass
+class Tuned:
+    """One (task, scorer) under the protocol: the template of its cells (the profile's config)
+    and its reporting seeds."""
+
+    template: Cell
+    seeds: list[int]
+
+
+@dataclass
+class TuningPlan:
+    """The sweeps of a run; ``follow_up`` gives the cells whose turn has come."""
+
+    profile: Profile
+    tuning: Tuning
+    tuned: dict[tuple[str, str], Tuned]
+    metrics: dict[str, tuple[str, str]]     # task -> (validation metric, direction)
+    configs: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+    def config(self, task: str, point: Point) -> dict:
+        key = (task, point_label(point))
+        if key not in self.configs:
+            overrides = {**self.profile.task_overrides.get(task, {}), **point}
+            grid_keys = set(point)
+
+            def source(k: str) -> str:
+                if k in grid_keys:
+                    return f"{self.tuning.origin(f'grid.{task}.{k}')} [tuning.grid.{task}]"
+                return (f"{self.profile.origin(f'tasks.{task}.{k}')} [tasks.{task}]" if k else
+                        f"{self.profile.origin(f'tuning.grid.{task}')} [tuning.grid.{task}]")
+
+            from tasks import create_task
+
+            self.configs[key] = resolve_config(create_task(task), overrides, source)
+        return self.configs[key]
+
+    def sweep_cell(self, tuned: Tuned, point: Point, seed: int) -> Cell:
+        return dataclasses.replace(tuned.template, role=SWEEP, seed=int(seed),
+                                   config=self.config(tuned.template.task, point))
+
+    def sweep_planned(self, tuned: Tuned, point: Point, seed: int) -> PlannedCell:
+        task = tuned.template.task
+        metric, _ = self.metrics[task]
+        return PlannedCell(self.sweep_cell(tuned, point, seed), None,
+                           {"role": "sweep", "point": dict(point), "selection_metric": metric})
+
+    def choice(self, tuned: Tuned, current: Callable[[Cell], dict | None]) -> Choice:
+        task = tuned.template.task
+        _, direction = self.metrics[task]
+
+        def lookup(point: Point):
+            out = []
+            for seed in self.tuning.seeds:
+                record = current(self.sweep_cell(tuned, point, seed))
+                if record is None:
+                    return None
+                value = (record.get("extra", {}).get("validation") or {}).get("value")
+                out.append((record["status"], value))
+            return out
+
+        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup)
+
+    def follow_up(self, current: Callable[[Cell], dict | None]) -> list[PlannedCell]:
+        """The sweep cells of every grid as it stands (grown where the records say so) and the
+        reporting cells of every complete sweep."""
+        out = []
+        for tuned in self.tuned.values():
+            choice = self.choice(tuned, current)
+            out += [self.sweep_planned(tuned, p, s) for p in points(choice.axes)
+                    for s in self.tuning.seeds]
+            if choice.complete:
+                out += self.reporting(tuned, choice)
+        return out
+
+    def reporting(self, tuned: Tuned, choice: Choice) -> list[PlannedCell]:
+        task = tuned.template.task
+        metric, direction = self.metrics[task]
+        sweep_ids = [self.sweep_cell(tuned, p, s).id for p in points(choice.axes)
+                     for s in self.tuning.seeds]
+        block = record_block(choice, self.tuning.grids[task], metric, direction, sweep_ids)
+        if choice.chosen is None:
+            reason = (f"{ALL_FAILED} ({len(sweep_ids)} sweep cells; `scorebench show` prints "
+                      f"them)")
+            return [PlannedCell(dataclasses.replace(tuned.template, seed=s, role=TUNED), reason,
+                                block) for s in tuned.seeds]
+        config = self.config(task, choice.chosen)
+        return [PlannedCell(dataclasses.replace(tuned.template, seed=s, config=config,
+                                                role=TUNED), None, block)
+                for s in tuned.seeds]
+
+    def base_sweep(self) -> list[PlannedCell]:
+        """The sweep cells of the grids as the profile declares them (before any growth)."""
+        return [self.sweep_planned(t, p, s) for t in self.tuned.values()
+                for p in points(self.tuning.grids[t.template.task]) for s in self.tuning.seeds]
+
+
+@dataclass
+class RunPlan:
+    """What ``scorebench run`` runs: ``planned`` (untuned cells and the declared sweep) and the
+    tuning plan that adds the rest as records arrive (None without ``[tuning]``)."""
+
+    planned: list[PlannedCell]
+    tuning: TuningPlan | None = None
+    pending_reports: list[PlannedCell] = field(default_factory=list)  # for a dry run
+
+    def follow_up(self):
+        return None if self.tuning is None else self.tuning.follow_up
+
+
+def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None = None,
+             seeds: list[int] | None = None, tune: bool = True) -> RunPlan:
+    """The cells of ``profile`` (see :func:`suite.cells.expand`), tuned as its ``[tuning]`` says
+    unless ``tune`` is False."""
+    from tasks import get_task_class
+
+    planned = expand(profile, tasks=tasks, scorers=scorers, seeds=seeds)
+    tuning = parse_tuning(profile) if tune else None
+    if tuning is None:
+        return RunPlan(planned)
+    metrics = {}
+    for task in tuning.grids:
+        try:
+            cls = get_task_class(task)
+        except Exception as e:  # noqa: BLE001 - a TaskError naming the task and the choices
+            raise ProfileError(f"{tuning.origin(f'grid.{task}')}: [tuning.grid.{task}]: {e}") \
+                from None
+        if cls.validation is None:
+            raise ProfileError(f"{tuning.origin(f'grid.{task}')}: [tuning.grid.{task}]: task "
+                               f"{task!r} does not train and declares no validation metric; "
+                               f"remove its grid")
+        metrics[task] = (cls.validation.metric, cls.validation.direction)
+    reporting_seeds = sorted({p.cell.seed for p in planned if p.cell.task in tuning.grids})
+    overlap = sorted(set(reporting_seeds) & set(tuning.seeds))
+    if overlap:
+        raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {list(tuning.seeds)} share "
+                           f"seed(s) {overlap} with the reporting seeds {reporting_seeds}; the "
+                           f"choice must never see a reporting seed: pick disjoint seeds")
+    plan = TuningPlan(profile, tuning, {}, metrics)
+    for task in tuning.grids:              # every point resolves (unknown keys, bad types)
+        for point in points(tuning.grids[task]):
+            plan.config(task, point)
+    untuned, pending = [], []
+    for p in planned:
+        key = (p.cell.task, p.cell.scorer)
+        if p.cell.task not in tuning.grids or p.skip_reason:
+            untuned.append(p)
+            continue
+        if key not in plan.tuned:
+            plan.tuned[key] = Tuned(dataclasses.replace(p.cell, seed=0), [])
+        plan.tuned[key].seeds.append(p.cell.seed)
+        pending.append(p)
+    return RunPlan(untuned + plan.base_sweep(), plan, pending)
+
+
+def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
+                  ) -> list[tuple[PlannedCell, str]]:
+    """Every cell a run of ``plan`` would hold as the records stand, with a note: untuned cells,
+    the sweep (grown where the records say so), the reporting cells of complete sweeps, and, for
+    the sweeps still running, their reporting cells at the profile's config (their point is not
+    known yet; the time of a cell does not depend on it)."""
+    out = [(p, "") for p in plan.planned if not p.cell.is_sweep]
+    if plan.tuning is None:
+        return out
+    tp = plan.tuning
+    for tuned in tp.tuned.values():
+        choice = tp.choice(tuned, current)
+        base = points(tp.tuning.grids[tuned.template.task])
+        for p in points(choice.axes):
+            note = "sweep" if p in base else "sweep (grown grid)"
+            out += [(tp.sweep_planned(tuned, p, s), note) for s in tp.tuning.seeds]
+        if choice.complete:
+            label = point_label(choice.chosen) if choice.chosen else "none: every point failed"
+            out += [(r, f"report at {label}") for r in tp.reporting(tuned, choice)]
+        else:
+            out += [(PlannedCell(dataclasses.replace(tuned.template, seed=s, role=TUNED)),
+                     "report, after its sweep (point not chosen yet)") for s in tuned.seeds]
+    return out
+
+
+def time_cell(cell: Cell, template: dict[tuple[str, str], Cell]) -> Cell:
+    """The cell whose recorded time estimates ``cell``'s: a sweep or tuned cell costs what the
+    untuned cell at the profile's config costs (the point changes the numbers, not the work)."""
+    t = template.get((cell.task, cell.scorer))
+    return t if t is not None and cell.role != REPORT else cell

@@ -1,0 +1,243 @@
+"""The tuning protocol: one grid per task, the same for every scorer, searched on tuning seeds and
+scored on the task's validation metric; the reporting cells run at the chosen point.
+
+A profile's ``[tuning]`` table::
+
+    [tuning]
+    seeds = [1000, 1001]        # tuning seeds (a count n means 1000 .. 1000+n-1); disjoint from
+                                # the reporting seeds of [run] seeds / --seeds
+    max_extensions = 2          # how many steps the grid may grow past each edge of each axis
+    [tuning.grid.icl_mqar]      # config key -> values; the points are the product of the axes
+    lr = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]
+    [tuning.grid.encoder_mlm]
+    lr = [2.5e-4, 5e-4, 1e-3, 2e-3]
+    weight_decay = [0.0, 0.1]
+
+``enabled = false`` turns a table inherited from another profile off. Tasks without a grid run
+untuned at the profile's config.
+
+Sweep cells (``Cell.role = "sweep"``) train at the task's full budget on every tuning seed at
+every point and record the task's validation metric (``Task.validation``; fresh validation data,
+never the reported evaluation items). The choice is a pure function of those records:
+
+1. a point's score is the mean of its validation metric over the tuning seeds; a point with a
+   seed that did not end ``ok`` (diverged, nan, error, ...) or has no value has no score and is
+   never chosen;
+2. the best point is the one with the best score (ties: the first in grid order);
+3. when the best point lies on an edge of an axis that can grow there (the two values nearest
+   that edge are > 0) and the axis has grown fewer than ``max_extensions`` steps past that edge,
+   the axis gains one value past it, at the ratio of those two values, and the new points are
+   swept before anything is chosen;
+4. otherwise the best point is chosen; a best point still on a growable edge is flagged
+   ``at_edge``. No scored point: the scorer's reporting cells are recorded ``skipped`` with the
+   reason ("every point of the tuning grid failed").
+
+The same records always give the same choice, so a resumed run chooses again what it chose before;
+the reporting cells of a (task, scorer) wait until its sweep is complete.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .profiles import Profile, ProfileError
+
+TUNING_KEYS = ("enabled", "seeds", "max_extensions", "grid")
+FIRST_TUNING_SEED = 1000
+SIGNIFICANT_DIGITS = 6
+
+
+def round_value(value: float) -> float:
+    """A grid value rounded to 6 significant digits, so that a grown axis holds the same
+    numbers wherever it is computed."""
+    return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}")
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A profile's resolved ``[tuning]``: tuning seeds, the growth cap and a grid per task."""
+
+    seeds: tuple[int, ...]
+    max_extensions: int
+    grids: dict[str, dict[str, tuple[float, ...]]]
+    origin: Callable[[str], str] = field(default=lambda key: "profile", compare=False)
+
+
+def parse_tuning(profile: Profile) -> Tuning | None:
+    """The profile's tuning protocol, or None when it has none (or ``enabled = false``). A grid
+    that is empty, holds a non-number or a non-positive learning rate, or repeats a value is an
+    error naming the key and the profile file; unknown task config keys are found by
+    :func:`suite.cells.expand`, which resolves every point."""
+    table = profile.tuning
+    if not table:
+        return None
+    where = profile.origin
+    unknown = sorted(set(table) - set(TUNING_KEYS))
+    if unknown:
+        raise ProfileError(f"{where(f'tuning.{unknown[0]}')}: unknown key(s) {unknown} in "
+                           f"[tuning]; allowed keys: {', '.join(TUNING_KEYS)}")
+    enabled = table.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ProfileError(f"{where('tuning.enabled')}: [tuning] enabled must be true or false, "
+                           f"got {enabled!r}")
+    if not enabled:
+        return None
+    seeds = table.get("seeds", 2)
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
+        seeds = list(range(FIRST_TUNING_SEED, FIRST_TUNING_SEED + seeds))
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise ProfileError(f"{where('tuning.seeds')}: [tuning] seeds must be a count >= 1 (seeds "
+                           f"{FIRST_TUNING_SEED}, {FIRST_TUNING_SEED + 1}, ...) or a list of "
+                           f"distinct seeds >= 0, got {seeds!r}")
+    cap = table.get("max_extensions", 2)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ProfileError(f"{where('tuning.max_extensions')}: [tuning] max_extensions must be "
+                           f"an integer >= 0, got {cap!r}")
+    grids_table = table.get("grid", {})
+    if not isinstance(grids_table, dict):
+        raise ProfileError(f"{where('tuning.grid')}: [tuning.grid] must be a table of tasks")
+    grids: dict[str, dict[str, tuple[float, ...]]] = {}
+    for task, axes in grids_table.items():
+        if not isinstance(axes, dict) or not axes:
+            raise ProfileError(f"{where(f'tuning.grid.{task}')}: [tuning.grid.{task}] is empty; "
+                               f"give at least one config key with a list of values "
+                               f"(e.g. lr = [1e-4, 3e-4, 1e-3, 3e-3])")
+        grids[task] = {key: _axis(values, f"{where(f'tuning.grid.{task}.{key}')}: "
+                                          f"[tuning.grid.{task}] {key}", key)
+                       for key, values in axes.items()}
+    return Tuning(seeds=tuple(seeds), max_extensions=cap, grids=grids,
+                  origin=lambda key: where(f"tuning.{key}"))
+
+
+def _axis(values: Any, where: str, key: str) -> tuple[float, ...]:
+    if not isinstance(values, list) or not values:
+        raise ProfileError(f"{where} must be a non-empty list of numbers, got {values!r}")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in values):
+        raise ProfileError(f"{where} must hold finite numbers only, got {values!r}")
+    if is_rate(key) and any(v <= 0 for v in values):
+        raise ProfileError(f"{where} holds a non-positive learning rate "
+                           f"({[v for v in values if v <= 0]}); every rate must be > 0")
+    if len(set(values)) != len(values):
+        raise ProfileError(f"{where} repeats a value: {values!r}")
+    return tuple(sorted(values))
+
+
+def is_rate(key: str) -> bool:
+    """A learning-rate key (``lr``, ``min_lr``, ``*_lr``)."""
+    return key == "lr" or key.endswith("_lr") or key.startswith("lr_")
+
+
+# --------------------------------------------------------------------------------- points
+
+Point = dict[str, float]
+
+
+def points(axes: dict[str, tuple[float, ...]]) -> list[Point]:
+    """Every point of the grid, in grid order (the product of the axes, each ascending)."""
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def point_label(point: Point) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in point.items())
+
+
+def grows(axis: tuple[float, ...], side: str) -> bool:
+    """Whether ``axis`` can grow past its ``side`` ("low" or "high") edge: the two values nearest
+    it are both > 0 (a geometric step)."""
+    if len(axis) < 2:
+        return False
+    pair = axis[:2] if side == "low" else axis[-2:]
+    return pair[0] > 0 and pair[1] > 0
+
+
+def grown(axis: tuple[float, ...], side: str) -> tuple[float, ...]:
+    """``axis`` with one more value past its ``side`` edge, at the ratio of the two values there."""
+    if side == "low":
+        return (round_value(axis[0] * axis[0] / axis[1]), *axis)
+    return (*axis, round_value(axis[-1] * axis[-1] / axis[-2]))
+
+
+def extensions(base: tuple[float, ...], axis: tuple[float, ...]) -> dict[str, int]:
+    """How many values ``axis`` has past each edge of ``base``."""
+    return {"low": sum(v < base[0] for v in axis), "high": sum(v > base[-1] for v in axis)}
+
+
+@dataclass
+class Choice:
+    """Where the sweep of one (task, scorer) stands: ``pending`` lists the points still without a
+    record on some tuning seed; otherwise ``chosen`` is the point (None: every point failed)."""
+
+    axes: dict[str, tuple[float, ...]]
+    scores: dict[str, float | None]         # point label -> mean validation metric (None: failed)
+    pending: list[Point]
+    chosen: Point | None = None
+    at_edge: list[str] = field(default_factory=list)   # "lr:high" ...
+    extensions: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+
+def point_score(values: list[float | None], statuses: list[str]) -> float | None:
+    """The mean validation metric over the tuning seeds; None when a seed failed or has no value."""
+    if any(s != "ok" for s in statuses) or any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return math.fsum(values) / len(values)
+
+
+def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
+           lookup: Callable[[Point], list[tuple[str, float | None]] | None]) -> Choice:
+    """Run the protocol's choice over the records that ``lookup`` finds.
+
+    ``lookup(point)`` gives the (status, validation value) of each tuning seed's record at that
+    point, or None while some seed has no record. Pure: the same records, the same choice."""
+    if direction not in ("higher", "lower"):
+        raise ValueError(f"direction must be 'higher' or 'lower', got {direction!r}")
+    axes = {k: tuple(v) for k, v in base.items()}
+    while True:
+        grid = points(axes)
+        scores: dict[str, float | None] = {}
+        pending = []
+        for p in grid:
+            found = lookup(p)
+            if found is None:
+                pending.append(p)
+                continue
+            scores[point_label(p)] = point_score([v for _, v in found], [s for s, _ in found])
+        counts = {k: extensions(base[k], axes[k]) for k in axes}
+        if pending:
+            return Choice(axes, scores, pending, extensions=counts)
+        scored = [p for p in grid if scores[point_label(p)] is not None]
+        if not scored:
+            return Choice(axes, scores, [], None, extensions=counts)
+        sign = 1.0 if direction == "higher" else -1.0
+        best = max(scored, key=lambda p: (sign * scores[point_label(p)], -grid.index(p)))
+        edges = [(k, side) for k in axes for side in ("low", "high")
+                 if grows(axes[k], side)
+                 and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
+        growable = [(k, side) for k, side in edges if counts[k][side] < max_extensions]
+        if growable:
+            for k, side in growable:
+                axes[k] = grown(axes[k], side)
+            continue
+        return Choice(axes, scores, [], best, at_edge=[f"{k}:{side}" for k, side in edges],
+                      extensions=counts)
+
+
+def record_block(choice: Choice, base: dict, metric: str, direction: str,
+                 sweep_cells: list[str]) -> dict:
+    """The ``tuning`` object of a reporting cell's record (suite/SCHEMA.md)."""
+    return {
+        "role": "report", "point": dict(choice.chosen) if choice.chosen else None,
+        "grid": {k: list(v) for k, v in choice.axes.items()},
+        "base_grid": {k: list(v) for k, v in base.items()},
+        "selection_metric": metric, "direction": direction,
+        "scores": dict(choice.scores), "at_edge": list(choice.at_edge),
+        "extensions": choice.extensions, "sweep_cells": sorted(sweep_cells),
+    }

@@ -1,0 +1,449 @@
+"""The tuning protocol: the grid, the choice (a pure function of the sweep records on tuning
+seeds), grown grids, failed points, resume without running a cell twice, the records it writes,
+and the dry run."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from suite_support import loaded_plugin
+
+from suite.cli import main
+from suite.executors.local import LocalExecutor
+from suite.profiles import ProfileError, load_profile
+from suite.scheduler import run_cells
+from suite.store import ResultStore
+from suite.sweep import plan_run
+from suite.tuning import choose, grown, parse_tuning, points
+
+PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
+TASK = "suite_test_tuned"
+GRID = [2.5e-4, 5e-4, 1e-3, 2e-3]
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+
+
+def tuned_plugin():
+    return loaded_plugin(PLUGIN)
+
+
+def profile(path: Path, *, seeds="[0, 1]", tuning_seeds="[1000, 1001]", grid=None, cap=2,
+            scorers='"softmax,sparsemax"', **task) -> Path:
+    grid = grid if grid is not None else {"lr": GRID}
+    lines = ['extends = ""', "[run]", f'tasks = "{TASK}"', f"scorers = {scorers}",
+             f"seeds = {seeds}", "time_limit_s = 0", f"[tasks.{TASK}]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in task.items()]
+    lines += ["[tuning]", f"seeds = {tuning_seeds}", f"max_extensions = {cap}",
+              f"[tuning.grid.{TASK}]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in grid.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(prof: Path, results: Path, **kw):
+    plan = plan_run(load_profile(prof))
+    return run_cells(plan.planned, ResultStore(results), LocalExecutor(1),
+                     follow_up=plan.follow_up(), **kw)
+
+
+def records(results: Path) -> list[dict]:
+    return [r for _, r in ResultStore(results).records()]
+
+
+def reporting(results: Path) -> list[dict]:
+    return [r for r in records(results) if r["cell"].get("role") != "sweep"]
+
+
+def chosen_points(results: Path) -> dict[str, set]:
+    out: dict[str, set] = {}
+    for r in reporting(results):
+        out.setdefault(r["cell"]["scorer"], set()).add(json.dumps(r["tuning"]["point"]))
+    return out
+
+
+# ------------------------------------------------------------------------ the choice, pure
+
+
+def lookup_from(values: dict[float, list]):
+    return lambda p: values.get(p["lr"])
+
+
+def test_the_best_mean_over_tuning_seeds_is_chosen_and_failed_points_never_are():
+    base = {"lr": (1e-3, 2e-3, 4e-3, 8e-3)}
+    # 4e-3 has the best single seed but failed on the other: it is never chosen
+    found = {1e-3: [("ok", 0.5), ("ok", 0.6)], 2e-3: [("ok", 0.7), ("ok", 0.8)],
+             4e-3: [("ok", 0.99), ("diverged", None)], 8e-3: [("nan", None), ("nan", None)]}
+    choice = choose(base, "higher", 2, lookup_from(found))
+    assert choice.complete and choice.chosen == {"lr": 2e-3}
+    assert choice.scores["lr=0.002"] == pytest.approx(0.75)
+    assert choice.scores["lr=0.004"] is None and choice.at_edge == []
+    lower = choose(base, "lower", 2, lookup_from(found))
+    assert lower.chosen is None and lower.pending == [{"lr": 5e-4}]   # best at the low edge
+
+
+def test_a_best_point_at_an_edge_grows_the_grid_one_step_that_way_up_to_the_cap():
+    base = {"lr": (1e-3, 2e-3, 4e-3, 8e-3)}
+    seen = []
+
+    def lookup(p):           # the higher the rate, the better: always at the high edge
+        seen.append(p["lr"])
+        return [("ok", p["lr"]), ("ok", p["lr"])] if p["lr"] <= 8e-3 else None
+
+    first = choose(base, "higher", 2, lookup)
+    assert first.pending == [{"lr": 1.6e-2}]     # the ratio of the two edge values: x2
+    assert first.axes["lr"] == (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)
+    assert not first.complete and first.chosen is None
+
+    def everything(p):
+        return [("ok", p["lr"]), ("ok", p["lr"])]
+
+    capped = choose(base, "higher", 2, everything)
+    assert capped.axes["lr"] == (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)
+    assert capped.chosen == {"lr": 3.2e-2} and capped.at_edge == ["lr:high"]
+    assert capped.extensions == {"lr": {"low": 0, "high": 2}}
+    none = choose(base, "higher", 0, everything)
+    assert none.chosen == {"lr": 8e-3} and none.at_edge == ["lr:high"]
+    assert grown((1e-3, 3e-3), "low") == (pytest.approx(3.33333e-4), 1e-3, 3e-3)
+
+
+def test_an_axis_with_zero_does_not_grow_past_it_and_ties_go_to_the_first_point():
+    base = {"lr": (1e-3, 2e-3), "weight_decay": (0.0, 0.1)}
+
+    def flat(p):
+        return [("ok", 1.0)]
+
+    choice = choose(base, "higher", 0, flat)
+    assert choice.chosen == {"lr": 1e-3, "weight_decay": 0.0}
+    assert [p for p in points(choice.axes)][0] == choice.chosen
+
+
+def test_every_point_failing_is_a_choice_of_nothing():
+    choice = choose({"lr": (1e-3, 2e-3)}, "higher", 2, lambda p: [("diverged", None)])
+    assert choice.complete and choice.chosen is None
+    assert set(choice.scores.values()) == {None}
+
+
+# ------------------------------------------------------------------------ profile errors
+
+
+@pytest.mark.parametrize("grid, needle", [
+    ({"lrr": [1e-3, 2e-3]}, "unknown key 'lrr'"),
+    ({"lr": []}, "[tuning.grid.suite_test_tuned] lr must be a non-empty list"),
+    ({"lr": [1e-3, 0.0]}, "non-positive learning rate"),
+    ({"lr": [1e-3, -2e-3]}, "non-positive learning rate"),
+])
+def test_a_bad_grid_is_an_error_naming_the_key_and_the_profile_file(tmp_path, grid, needle):
+    prof = profile(tmp_path / "bad.toml", grid=grid)
+    with tuned_plugin(), pytest.raises(ProfileError) as e:
+        plan_run(load_profile(prof))
+    assert needle in str(e.value) and str(prof.resolve()) in str(e.value)
+
+
+def test_an_empty_grid_table_and_overlapping_seeds_are_errors(tmp_path):
+    prof = tmp_path / "empty.toml"
+    prof.write_text(profile(tmp_path / "x.toml").read_text().replace('lr = [', 'x = [')
+                    .split("x = [")[0])
+    with tuned_plugin(), pytest.raises(ProfileError, match=r"is empty"):
+        plan_run(load_profile(prof))
+    overlap = profile(tmp_path / "o.toml", seeds="[0, 1000]")
+    with tuned_plugin(), pytest.raises(ProfileError, match=r"share seed\(s\) \[1000\]"):
+        plan_run(load_profile(overlap))
+
+
+def test_shipped_profiles_tune_every_training_task_with_a_wide_rate_grid():
+    from tasks import get_task_class
+
+    assert parse_tuning(load_profile("smoke")) is None
+    for name in ("cpu", "gpu", "paper"):
+        prof = load_profile(name)
+        tuning = parse_tuning(prof)
+        plan = plan_run(prof)                      # every point resolves
+        assert set(tuning.seeds).isdisjoint(prof.seeds)
+        trained = {p.cell.task for p in plan.planned
+                   if get_task_class(p.cell.task).validation is not None}
+        assert trained == set(tuning.grids), name
+        for task, axes in tuning.grids.items():
+            lr = axes["lr"]
+            assert len(lr) >= 4 and lr[-1] / lr[0] >= 10 - 1e-9, (name, task)
+            ratios = [b / a for a, b in zip(lr, lr[1:])]
+            assert max(ratios) / min(ratios) < 1.2, (name, task)     # log-spaced (rounded)
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def test_the_choice_never_reads_reporting_seeds_or_reported_items(tmp_path):
+    """At reporting seeds the fake task's validation peaks at 4 x best_lr, and eval_shift moves
+    the reported items only: neither moves the chosen point."""
+    with tuned_plugin():
+        a = profile(tmp_path / "a.toml", seeds="[0, 1]", best_lr=1e-3)
+        b = profile(tmp_path / "b.toml", seeds="[5, 6, 7]", best_lr=1e-3, eval_shift=3.0)
+        run(a, tmp_path / "ra")
+        run(b, tmp_path / "rb")
+    for results in (tmp_path / "ra", tmp_path / "rb"):
+        assert chosen_points(results) == {"softmax": {'{"lr": 0.001}'},
+                                          "sparsemax": {'{"lr": 0.001}'}}
+    shifted = [r["metrics"]["score"] for r in reporting(tmp_path / "rb")]
+    plain = [r["metrics"]["score"] for r in reporting(tmp_path / "ra")]
+    assert min(shifted) > max(plain) + 2        # the reported items did move
+
+
+def test_records_name_the_point_grid_metric_and_sweep_cells(tmp_path):
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, diverge_at_or_above=2e-3)
+        summary = run(prof, tmp_path / "r")
+    recs = records(tmp_path / "r")
+    sweep = [r for r in recs if r["cell"].get("role") == "sweep"]
+    report = reporting(tmp_path / "r")
+    assert len(sweep) == 2 * 4 * 2 and len(report) == 2 * 2
+    assert {r["cell"]["seed"] for r in sweep} == {1000, 1001}
+    assert all(r["tuning"]["role"] == "sweep" and r["metrics"] == {} for r in sweep)
+    assert sum(r["status"] == "diverged" for r in sweep) == 2 * 2   # 2e-3 diverged: a result
+    ids = {r["cell_id"] for r in sweep}
+    for r in report:
+        t = r["tuning"]
+        assert t["point"] == {"lr": 1e-3} and r["cell"]["config"]["lr"] == 1e-3
+        assert t["selection_metric"] == "val_score" and t["direction"] == "higher"
+        assert t["grid"] == {"lr": GRID} and t["scores"]["lr=0.002"] is None
+        mine = {s["cell_id"] for s in sweep if s["cell"]["scorer"] == r["cell"]["scorer"]}
+        assert set(t["sweep_cells"]) == mine and mine <= ids
+        assert r["cell"]["role"] == "tuned"
+    assert not summary.failed
+
+
+def test_a_best_point_at_the_edge_grows_the_grid_in_a_run_and_is_flagged_at_the_cap(tmp_path):
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-2, cap=2, scorers='"softmax"')
+        run(prof, tmp_path / "r")
+    sweep_rates = sorted({r["cell"]["config"]["lr"] for r in records(tmp_path / "r")
+                          if r["cell"].get("role") == "sweep"})
+    assert sweep_rates == pytest.approx([*GRID, 4e-3, 8e-3])
+    (t,) = {json.dumps(r["tuning"]) for r in reporting(tmp_path / "r")}
+    t = json.loads(t)
+    assert t["point"] == {"lr": 8e-3} and t["at_edge"] == ["lr:high"]
+    assert t["extensions"] == {"lr": {"low": 0, "high": 2}}
+
+
+def test_every_point_failing_skips_the_reporting_cells_with_the_reason(tmp_path):
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", diverge_at_or_above=1e-4, scorers='"softmax"')
+        run(prof, tmp_path / "r")
+    report = reporting(tmp_path / "r")
+    assert len(report) == 2 and {r["status"] for r in report} == {"skipped"}
+    assert all("every point of the tuning grid failed" in r["message"] for r in report)
+    assert all(r["tuning"]["point"] is None for r in report)
+
+
+def test_sweep_cells_resume_after_an_interrupt_and_none_runs_twice(tmp_path):
+    log = tmp_path / "log.txt"
+    marker = tmp_path / "interrupt"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, log=str(log),
+                       interrupt_marker=str(marker), scorers='"softmax"')
+        results = tmp_path / "r"
+        plan = plan_run(load_profile(prof))
+        store = ResultStore(results)
+        first = plan.planned[:3]
+        run_cells(first, store, LocalExecutor(1))          # three sweep cells done
+        marker.write_text("")
+        with pytest.raises(KeyboardInterrupt):              # killed in the fourth
+            run(prof, results)
+        assert len(records(results)) == 3
+        summary = run(prof, results)
+    assert len(summary.resumed) == 3
+    lines = log.read_text().splitlines()
+    assert len(lines) == len(set(lines)) == 4 * 2 + 2       # every cell ran exactly once
+    assert [ln.split()[1] for ln in lines[-2:]] == ["report", "report"]
+
+
+def test_a_sweep_killed_with_sigkill_resumes_and_runs_no_cell_twice(tmp_path):
+    log, results = tmp_path / "log.txt", tmp_path / "r"
+    prof = profile(tmp_path / "p.toml", best_lr=1e-3, log=str(log), sleep_s=1.0,
+                   scorers='"softmax"')
+    proc = subprocess.Popen([sys.executable, "-m", "suite.cli", "run", "--plugin", str(PLUGIN),
+                             "--profile", str(prof), "--results", str(results)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    deadline = time.time() + 180
+
+    def started() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    while started() < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert started() == 3, proc.communicate()[0] if proc.poll() is not None else ""
+    proc.send_signal(signal.SIGKILL)                      # in the third sweep cell
+    proc.wait()
+    assert len(records(results)) == 2
+    with tuned_plugin():
+        summary = run(prof, results)
+    assert len(summary.resumed) == 2 and len(summary.records) == 8 - 2 + 2
+    lines = log.read_text().splitlines()
+    assert len(lines) == 3 + 6 + 2 and lines[2] == lines[3]   # only the killed cell ran again
+    assert len(set(lines)) == 10
+    assert chosen_points(results) == {"softmax": {'{"lr": 0.001}'}}
+
+
+def test_a_scorer_reports_as_soon_as_its_sweep_is_done(tmp_path):
+    log = tmp_path / "log.txt"
+    with tuned_plugin():
+        run(profile(tmp_path / "p.toml", best_lr=1e-3, log=str(log)), tmp_path / "r")
+    order = [tuple(ln.split()[1:3]) for ln in log.read_text().splitlines()]
+    assert order == ([("sweep", "softmax")] * 8 + [("report", "softmax")] * 2
+                     + [("sweep", "sparsemax")] * 8 + [("report", "sparsemax")] * 2)
+
+
+def test_a_tuned_run_in_worker_processes_writes_the_same_choice(tmp_path):
+    """The worker pool gets each job as JSON: the sweep role and the tuning object survive."""
+    from suite.runner import CellJob
+
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=5e-4, scorers='"softmax"')
+        plan = plan_run(load_profile(prof))
+        job = CellJob(plan.planned[0].cell, tuning=plan.planned[0].tuning)
+        again = CellJob.from_json(json.loads(json.dumps(job.to_json())))
+        assert again.cell.is_sweep and again.cell.id == job.cell.id
+        assert again.tuning == job.tuning
+        run_cells(plan.planned, ResultStore(tmp_path / "r"),
+                  LocalExecutor(2, plugins=[str(PLUGIN)]), follow_up=plan.follow_up())
+    assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}'}}
+    sweep = [r for r in records(tmp_path / "r") if r["cell"].get("role") == "sweep"]
+    assert len(sweep) == 8 and all(r["tuning"]["role"] == "sweep" for r in sweep)
+
+
+def test_reporting_cells_wait_for_their_sweep(tmp_path):
+    """A run that stops with the sweep half done holds no reporting cell; the next one chooses
+    from the complete sweep."""
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, scorers='"softmax"')
+        plan = plan_run(load_profile(prof))
+        store = ResultStore(tmp_path / "r")
+        run_cells(plan.planned[:5], store, LocalExecutor(1))
+        follow = plan.follow_up()(lambda c: store.existing(c))
+        assert all(p.cell.is_sweep for p in follow)
+        run(prof, tmp_path / "r")
+    assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.001}'}}
+
+
+def test_dry_run_lists_sweep_cells_with_their_estimated_time(tmp_path, capsys):
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", scorers='"softmax"')
+        assert main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"),
+                     "--dry-run", "--plugin", str(PLUGIN)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("sweep") >= 8 and "after its sweep" in out
+    assert "sweep cells: 8 to run" in out and "reporting and untuned cells: 2 to run" in out
+    assert out.count("expected time") == 2 and "total" in out
+    assert not (tmp_path / "r").exists() or not records(tmp_path / "r")
+
+
+def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
+    from leaderboard.release import load_release, publish
+
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, diverge_at_or_above=2e-3, steps=8)
+        run(prof, tmp_path / "r")
+    published = publish(tmp_path / "r", release="2026-12-01-test", releases_dir=tmp_path / "rel",
+                        refuse_unclean=False)
+    board = load_release(published.release_dir)
+    t = board.meta["tuning"][TASK]
+    assert t["grid"] == {"lr": GRID} and t["cells"] == {"sweep": 16, "report": 4}
+    assert t["scorers"]["softmax"]["chosen"] == {"lr": 1e-3}
+    means = {p["point"]["lr"]: p["mean"] for p in t["scorers"]["softmax"]["points"]}
+    assert means[1e-3] == pytest.approx(1.0 + 1e-6 * 3, abs=1e-5)   # seeds 1000, 1001 -> 6, 0
+    assert means[5e-4] == pytest.approx(math.exp(-1), abs=1e-5) and means[2e-3] is None
+    c = board.meta["curves"][TASK]
+    assert c["scorers"]["softmax"]["reach_step"] == 8        # (step/8) >= 0.9 first at 8
+    assert c["scorers"]["sparsemax"]["reach_step"] == 6      # (6/8)^(1/4) = 0.93 >= 0.9
+    readme = (published.release_dir / "README.md").read_text()
+    assert "## Tuning" in readme and "16 sweep cells for 4 reporting cells" in readme
+    assert "| softmax | lr=0.001 |" in readme and "## Learning curves" in readme
+    assert (published.release_dir / "plots" / f"tuning__{TASK}.png").is_file()
+    assert (published.release_dir / "plots" / f"curves__{TASK}.png").is_file()
+    assert {r["scorer"] for r in board.rows.to_dict("records")} >= {"softmax", "sparsemax"}
+
+
+# ------------------------------------------------------------------------ tasks
+
+
+def test_every_training_task_declares_a_validation_metric():
+    from suite.estimate import steps_of
+    from tasks import create_task, list_tasks
+
+    for name in list_tasks():
+        task = create_task(name)
+        if task.on_request:
+            continue
+        config = dataclasses.asdict(task.config())
+        trains = steps_of(config) is not None
+        assert (task.validation is not None) == trains, name
+        if trains:
+            assert task.validation.direction in ("higher", "lower")
+            assert task.validation.metric not in task.metrics_for(task.config())
+
+
+@pytest.mark.parametrize("task_name", ["icl_linear", "icl_quantifiers", "icl_mqar"])
+def test_an_icl_sweep_cell_records_its_validation_curve_and_skips_the_evaluation(task_name):
+    from tasks import RunContext, create_task
+
+    task = create_task(task_name)
+    section = dict(load_profile("smoke").task_overrides[task_name])
+    section.update(train_steps=6, curriculum_every=1)
+    if task_name == "icl_mqar":
+        section.pop("curriculum_every")
+    cfg = task.config(section)
+    sweep = task.run("softmax", {}, 1000, cfg, RunContext(sweep=True))
+    val = sweep.extra["validation"]
+    assert sweep.metrics == {} and val["metric"] == task.validation.metric
+    assert val["curve"]["step"] == [1, 2, 3, 4, 5, 6] and val["value"] is not None
+    assert len(val["curve"]["value"]) == 6 and val["items"] >= 512
+    assert val["curve"]["items"] == -(-val["items"] // 4)
+
+
+def test_curve_steps_are_about_eight_log_spaced_steps_ending_at_the_last():
+    from tasks.validation import curve_steps
+
+    steps = curve_steps(2500)
+    assert steps[0] == 1 and steps[-1] == 2500 and 7 <= len(steps) <= 9
+    ratios = [b / a for a, b in zip(steps, steps[1:])]
+    assert max(ratios) / min(ratios) < 1.3
+    assert curve_steps(3) == [1, 2, 3]
+
+
+def test_the_validation_curve_does_not_change_training():
+    """The ICL loop with and without the curve: the same losses and weights (the curve draws
+    nothing from the training streams)."""
+    import torch
+
+    from tasks import RunContext
+    from tasks.icl_mqar import (MQARConfig, build_model, query_loss, training_sampler,
+                                validation_data)
+    from tasks.icl_training import train
+    from tasks.training import generator
+
+    cfg = MQARConfig(n_layer=1, n_head=1, n_embd=16, n_positions=32, train_steps=12,
+                     batch_size=4, vocab_size=32, train_len=16, train_pairs=(2, 4),
+                     eval_lengths=(16, 32), eval_pairs=(2, 4), eval_sequences=4)
+    runs = []
+    for validation in (None, validation_data(cfg, 0)):
+        torch.manual_seed(0)
+        model = build_model(cfg, "softmax", {}, 0, torch.device("cpu"))
+        log = train(model, cfg, training_sampler(cfg), query_loss, generator(0, "t"),
+                    RunContext(), validation=validation)
+        runs.append((log, [p.detach().clone() for p in model.parameters()]))
+    (plain, w0), (curved, w1) = runs
+    assert plain.loss_curve == curved.loss_curve
+    assert all(torch.equal(a, b) for a, b in zip(w0, w1))
+    assert curved.curve.step[-1] == 12 and len(curved.curve.step) >= 6
+    assert 0.0 <= curved.validation <= 1.0
