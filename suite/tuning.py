@@ -232,7 +232,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
 
 def record_block(choice: Choice, base: dict, metric: str, direction: str,
                  sweep_cells: list[str]) -> dict:
-    """The ``tuning`` object of a reporting cell's record (suite/SCHEMA.md)."""
+    """The ``tuning`` object of a reporting cell's record (docs/records.md)."""
     return {
         "role": "report", "point": dict(choice.chosen) if choice.chosen else None,
         "grid": {k: list(v) for k, v in choice.axes.items()},

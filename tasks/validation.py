@@ -8,7 +8,7 @@ held-out documents or sentences outside the reported evaluation for the language
 
 The learning curve evaluates the metric after :func:`curve_steps` optimizer steps (about 8,
 log-spaced, the last one the final step) on the first ``curve_items`` validation items; the
-record keeps it in ``extra["validation"]`` (suite/SCHEMA.md).
+record keeps it in ``extra["validation"]`` (docs/records.md).
 """
 from __future__ import annotations
 
