@@ -92,11 +92,17 @@ class Scorer(nn.Module):
         """(n, b), 1-element tensors, when the weights are softmax(n sgn(s) log1p(b|s|))."""
         raise NotImplementedError
 
+    def blocked_spec(self, q, k, mask):
+        """A ``scorers.blocked.BlockedSpec`` when the scorer has a blocked form (recompute)."""
+        raise NotImplementedError
+
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
-        """The forms this scorer declares: its ``native_form``, fused, dense, flex, topk, pivot
-        and compile."""
+        """The forms this scorer declares: its ``native_form``, blocked, fused, dense, flex, topk,
+        pivot and compile."""
         forms = [cls.native_form] if cls.fast_attend is not Scorer.fast_attend else []
+        if cls.blocked_spec is not Scorer.blocked_spec:
+            forms.append("blocked")
         if cls.fused_ssa_parameters is not Scorer.fused_ssa_parameters:
             forms += ["fused", "dense"]
         if cls.flex_spec is not Scorer.flex_spec:

@@ -632,6 +632,11 @@ def choose_path(scorer: Scorer, device: torch.device | str, mode: str,
 
 def attend_form(scorer: Scorer, form: str, q, k, v, mask):
     """Run ``form`` of ``scorer`` (what ``Scorer.attend`` calls when ``fast_form`` is set)."""
+    if form == "blocked":
+        from .blocked import blocked_attend
+
+        return blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask,
+                              block_size=scorer.fast_block_size)
     if form == "flex":
         return flex_attend(scorer, q, k, v, mask)
     if form == "fused":

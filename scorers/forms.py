@@ -12,6 +12,9 @@ A scorer class declares a fast form by defining one of these (``Scorer.fast_form
   ``weights`` on -inf-masked logits, for the partial-sort path;
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
   -inf-masked logits (scorers/pivot.py), for the pivot path;
+- ``blocked_spec(q, k, mask) -> BlockedSpec``: the weights are a softmax of an elementwise logit
+  transform (with a sink logit or not), a pointwise gate, sparsemax or 1.5-entmax, so the blocked
+  form with recompute (scorers/blocked.py, scorers/blocked_sparse.py) applies;
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Callable
 
 import torch
 
-FORMS = ("fused", "dense", "flex", "topk", "pivot", "compile")
+FORMS = ("blocked", "fused", "dense", "flex", "topk", "pivot", "compile")
 
 
 @dataclass

@@ -5,10 +5,13 @@ SSA(s) = softmax(t), t = n sgn(s) log1p(b|s|), masked t = -inf. t is C^1 at s = 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, masked_fill_neg_inf
+from .base import LogitsScorer, compute_dtype, masked_fill_neg_inf
+from .blocked import BlockedSpec, LogitTransform
 from .forms import FlexSpec
 from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
@@ -50,13 +53,37 @@ def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
     return torch.softmax(masked_fill_neg_inf(SSATransform.apply(s, n, b), mask), dim=-1)
 
 
+class SSALogits(LogitTransform):
+    """t = n sgn(s') log1p(|s'|) of s' = b s (b folded into the queries), for the blocked form
+    (scorers/blocked.py): dt/ds' = n / (1 + |s'|), dt/dn = t / n."""
+
+    def __init__(self, n: torch.Tensor):
+        self.params = (n,)
+
+    def forward(self, s, n):
+        return torch.log1p(s.abs()).copysign_(s).mul_(n)
+
+    def keep(self, s, t, n):
+        return s.abs_().add_(1.0)                                  # 1 + |s'|
+
+    def grad(self, w, t, dt, n, needs=()):
+        dn = torch.dot(dt.reshape(-1), t.reshape(-1)).div(n) if needs and needs[0] else None
+        return dt.mul_(n).div_(w), dn
+
+
 class SSAForms:
     """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
-    kernel (scorers/fast.py) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
+    kernel (scorers/fast.py), the blocked form (b folded into the queries' scale, the transform
+    :class:`SSALogits`) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
 
     def flex_spec(self, q, k, mask):
         n, b_ = self.fused_ssa_parameters(torch.float32, q.device)
         return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
+
+    def blocked_spec(self, q, k, mask):
+        n, b = self.fused_ssa_parameters(compute_dtype(q, k), q.device)
+        return BlockedSpec("softmax", query_scale=b / math.sqrt(q.shape[-1]),
+                           transform=SSALogits(n))
 
 
 @register_scorer("ssa", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
