@@ -35,9 +35,9 @@ import torch
 from .base import compute_dtype
 
 NEG_INF = float("-inf")
-# Entries of one (B, H, rows, keys) tile: 4 MiB in fp32. The query block's keys are cut into
+# Entries of one (B, H, rows, keys) tile: 1 MiB in fp32. The query block's keys are cut into
 # blocks so that a tile stays below it.
-TILE_ELEMENTS = 1 << 20
+TILE_ELEMENTS = 1 << 18
 # Keys from which the weights are recomputed in the backward instead of kept (per device type);
 # measured with ``scorebench bench scorers`` (scorers/blocked.py doc, README "Speed").
 RECOMPUTE_FROM_KEYS: dict[str, int] = {"cpu": 512, "cuda": 0}
@@ -129,8 +129,37 @@ def plan_tiles(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, *,
     return Tiling(blocks, key_block, False, full, empty, recompute)
 
 
-def _logits(q, k, i, j, a, b):
-    return torch.matmul(q[..., i:j, :], k[..., a:b, :].transpose(-1, -2))
+def _logits(qb, k, a, b):
+    return torch.matmul(qb, k[..., a:b, :].transpose(-1, -2))
+
+
+def _rows(scale: torch.Tensor, i: int, j: int) -> torch.Tensor:
+    """Rows ``[i, j)`` of a query scale broadcastable to (B, H, Lq, 1)."""
+    return scale[..., i:j, :] if scale.dim() >= 2 and scale.shape[-2] > 1 else scale
+
+
+def _scale_grads(dq, q, scale, i, j, need_scale, dscale):
+    """Turn dq rows [i, j), the gradient of q * scale, into q's; add scale's gradient."""
+    sc = _rows(scale, i, j)
+    if need_scale:
+        g = (dq[..., i:j, :] * q[..., i:j, :]).sum(-1, keepdim=True)
+        if scale.dim() >= 2 and scale.shape[-2] > 1:
+            g = g.sum_to_size(*scale.shape[:-2], j - i, 1)
+            dscale[..., i:j, :] += g
+        else:
+            dscale += g.sum_to_size(scale.shape)
+    dq[..., i:j, :] *= sc
+
+
+def _as_scale(scale, q, dtype) -> torch.Tensor:
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if not isinstance(scale, torch.Tensor):
+        return torch.tensor(float(scale), dtype=dtype, device=q.device)
+    if scale.dim() > 4 or (scale.dim() >= 1 and scale.shape[-1] != 1):
+        raise BlockedError(f"query_scale must broadcast to (B, H, Lq, 1), got "
+                           f"{tuple(scale.shape)}")
+    return scale.to(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +201,7 @@ class BlockedSoftmax(torch.autograd.Function):
     transform's params."""
 
     @staticmethod
-    def forward(ctx, q, k, v, sink, tiling: Tiling, transform: LogitTransform, *params):
+    def forward(ctx, q, k, v, scale, sink, tiling: Tiling, transform: LogitTransform, *params):
         bsz, heads, lq = q.shape[:3]
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
         lse = q.new_empty(bsz, heads, lq, 1)
@@ -184,8 +213,9 @@ class BlockedSoftmax(torch.autograd.Function):
                 m = sink.expand(bsz, heads, j - i, 1)
                 l = torch.ones_like(m)
             block_kept = []
+            qb = q[..., i:j, :] * _rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                s = _logits(q, k, i, j, a, b)
+                s = _logits(qb, k, a, b)
                 t = transform.forward(s, *params)
                 if hidden is not None:
                     t.masked_fill_(hidden, NEG_INF)
@@ -218,19 +248,21 @@ class BlockedSoftmax(torch.autograd.Function):
         ctx.tiling, ctx.transform, ctx.n_params = tiling, transform, len(params)
         ctx.has_sink = sink is not None
         ctx.kept = kept
-        ctx.save_for_backward(q, k, v, out, lse, *([sink] if sink is not None else []), *params)
+        ctx.save_for_backward(q, k, v, scale, out, lse, *([sink] if sink is not None else []),
+                              *params)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
-        q, k, v, out, lse, *rest = ctx.saved_tensors
+        q, k, v, scale, out, lse, *rest = ctx.saved_tensors
         sink = rest.pop(0) if ctx.has_sink else None
         params = rest[:ctx.n_params]
         kept = iter(ctx.kept)
         tiling, transform = ctx.tiling, ctx.transform
-        need_q, need_k, need_v, need_sink = ctx.needs_input_grad[:4]
-        needs = ctx.needs_input_grad[6:]
+        need_q, need_k, need_v, need_scale, need_sink = ctx.needs_input_grad[:5]
+        needs = ctx.needs_input_grad[7:]
+        dscale = torch.zeros_like(scale) if need_scale else None
         d_out = d_out.contiguous()
         delta = (d_out * out).sum(-1, keepdim=True)
         dq = torch.zeros_like(q)
@@ -239,9 +271,10 @@ class BlockedSoftmax(torch.autograd.Function):
         lowest = torch.finfo(q.dtype).min
         for i, j, e in tiling.blocks:
             dob, lse_b, delta_b = d_out[..., i:j, :], lse[..., i:j, :], delta[..., i:j, :]
+            qb = q[..., i:j, :] * _rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
-                    s = _logits(q, k, i, j, a, b)
+                    s = _logits(qb, k, a, b)
                     t = transform.forward(s, *params)
                     saved = transform.keep(s, t, *params)
                     if hidden is not None:
@@ -257,17 +290,19 @@ class BlockedSoftmax(torch.autograd.Function):
                 for n_, g_ in enumerate(grads):
                     if g_ is not None:
                         dparams[n_] = g_ if dparams[n_] is None else dparams[n_] + g_
-                if need_q:
+                if need_q or need_scale:
                     dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
                 if need_k:
-                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), q[..., i:j, :])
+                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+            if need_q or need_scale:
+                _scale_grads(dq, q, scale, i, j, need_scale, dscale)
         ctx.kept = None
         dsink = None
         if need_sink:
             w_sink = (sink - lse).exp_()                   # exp(sigma - lse); 0 on empty rows
             dsink = -(w_sink * delta).sum_to_size(sink.shape)
-        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dsink,
-                None, None, *[g if g is None else g.reshape(x.shape)
+        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dscale,
+                dsink, None, None, *[g if g is None else g.reshape(x.shape)
                               for g, x in zip(dparams, params)])
 
 
@@ -281,8 +316,7 @@ def softmax_attend(q, k, v, mask=None, *, transform: LogitTransform = IDENTITY,
     ``sink``: None or a tensor broadcastable to (B, H, 1, 1). Both may require gradients. Inputs
     in bf16/fp16 run in fp32 and come back in their dtype."""
     dtype = compute_dtype(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if query_scale is None else query_scale
-    q_ = q.to(dtype) * (scale.to(dtype) if isinstance(scale, torch.Tensor) else scale)
+    scale = _as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
                         recompute=recompute)
     if sink is not None:
@@ -290,7 +324,8 @@ def softmax_attend(q, k, v, mask=None, *, transform: LogitTransform = IDENTITY,
         if sink.dim() != 4 or sink.shape[-2:] != (1, 1):
             raise BlockedError(f"sink must broadcast to (B, H, 1, 1), got {tuple(sink.shape)}")
     params = [p.to(dtype) for p in transform.params]
-    out = BlockedSoftmax.apply(q_, k.to(dtype), v.to(dtype), sink, tiling, transform, *params)
+    out = BlockedSoftmax.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, sink, tiling,
+                               transform, *params)
     return out.to(v.dtype)
 
 
@@ -321,36 +356,40 @@ class BlockedGate(torch.autograd.Function):
     """See :func:`gate_attend`. Saves nothing per entry when recomputing, else the tile weights."""
 
     @staticmethod
-    def forward(ctx, q, k, v, tiling: Tiling, kind: str, bias: float):
+    def forward(ctx, q, k, v, scale, tiling: Tiling, kind: str, bias: float):
         bsz, heads, lq = q.shape[:3]
         out = q.new_zeros(bsz, heads, lq, v.shape[-1])
         kept = []
         for i, j, e in tiling.blocks:
+            qb = q[..., i:j, :] * _rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                w = _gate(kind, _logits(q, k, i, j, a, b), bias)
+                w = _gate(kind, _logits(qb, k, a, b), bias)
                 if hidden is not None:
                     w.masked_fill_(hidden, 0.0)
                 out[..., i:j, :] += torch.matmul(w, v[..., a:b, :])
                 if not tiling.recompute:
                     kept.append(w)
-        ctx.tiling, ctx.kind, ctx.bias = tiling, kind, bias
-        ctx.save_for_backward(q, k, v, *kept)
+        ctx.tiling, ctx.kind, ctx.bias, ctx.kept = tiling, kind, bias, kept
+        ctx.save_for_backward(q, k, v, scale)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
-        q, k, v, *kept = ctx.saved_tensors
+        q, k, v, scale = ctx.saved_tensors
+        kept, ctx.kept = ctx.kept, None
         tiling, kind = ctx.tiling, ctx.kind
-        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         d_out = d_out.contiguous()
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dscale = torch.zeros_like(scale) if need_scale else None
         index = 0
         for i, j, e in tiling.blocks:
             dob = d_out[..., i:j, :]
+            qb = q[..., i:j, :] * _rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
-                    w = _gate(kind, _logits(q, k, i, j, a, b), ctx.bias)
+                    w = _gate(kind, _logits(qb, k, a, b), ctx.bias)
                     if hidden is not None:
                         w.masked_fill_(hidden, 0.0)
                 else:
@@ -360,12 +399,14 @@ class BlockedGate(torch.autograd.Function):
                     dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
                 ds = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).mul_(
                     _gate_slope(kind, w))
-                if need_q:
+                if need_q or need_scale:
                     dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
                 if need_k:
-                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), q[..., i:j, :])
+                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+            if need_q or need_scale:
+                _scale_grads(dq, q, scale, i, j, need_scale, dscale)
         return (dq if need_q else None, dk if need_k else None, dv if need_v else None,
-                None, None, None)
+                dscale, None, None, None)
 
 
 def gate_attend(q, k, v, mask=None, *, gate: str, bias: float = 0.0, query_scale=None,
@@ -377,11 +418,11 @@ def gate_attend(q, k, v, mask=None, *, gate: str, bias: float = 0.0, query_scale
     if gate not in GATES:
         raise BlockedError(f"gate must be one of {GATES}, got {gate!r}")
     dtype = compute_dtype(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if query_scale is None else query_scale
-    q_ = q.to(dtype) * (scale.to(dtype) if isinstance(scale, torch.Tensor) else scale)
+    scale = _as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
                         recompute=recompute)
-    out = BlockedGate.apply(q_, k.to(dtype), v.to(dtype), tiling, gate, float(bias))
+    out = BlockedGate.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling, gate,
+                            float(bias))
     return out.to(v.dtype)
 
 
