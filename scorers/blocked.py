@@ -35,9 +35,9 @@ import torch
 from .base import compute_dtype
 
 NEG_INF = float("-inf")
-# Entries of one (B, H, rows, keys) tile: 1 MiB in fp32. The query block's keys are cut into
+# Entries of one (B, H, rows, keys) tile: 4 MiB in fp32. The query block's keys are cut into
 # blocks so that a tile stays below it.
-TILE_ELEMENTS = 1 << 18
+TILE_ELEMENTS = 1 << 20
 # Keys from which the weights are recomputed in the backward instead of kept (per device type);
 # measured with ``scorebench bench scorers`` (scorers/blocked.py doc, README "Speed").
 RECOMPUTE_FROM_KEYS: dict[str, int] = {"cpu": 512, "cuda": 0}
@@ -65,17 +65,20 @@ class Tiling:
     recompute: bool
 
     def tiles(self, i: int, j: int, e: int):
-        """``(a, b, hidden)`` key blocks of query rows ``[i, j)``; ``hidden`` is the boolean
-        (…, rows, keys) tile of masked entries, or None where every entry is visible."""
+        """``(a, b, hidden)`` key blocks of query rows ``[i, j)``; ``hidden`` is ``(c, tile)``:
+        the boolean (…, rows, keys - c) tile of masked entries among the block's keys from
+        ``a + c`` on (:func:`hide`), or None where every entry is visible. Under a plain causal
+        mask only the keys from row i on can be masked."""
         for a in range(0, e, self.key_block):
             b = min(a + self.key_block, e)
             if self.causal:
                 hidden = None
                 if b - 1 > i:
+                    c = max(a, i + 1)
                     qi = torch.arange(i, j, device=self.device)[:, None]
-                    hidden = torch.arange(a, b, device=self.device)[None, :] > qi
+                    hidden = (c - a, torch.arange(c, b, device=self.device)[None, :] > qi)
             elif self.mask is not None:
-                hidden = ~self.mask[..., i:j, a:b]
+                hidden = (0, ~self.mask[..., i:j, a:b])
             else:
                 hidden = None
             yield a, b, hidden
@@ -127,6 +130,14 @@ def plan_tiles(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, *,
     empty = not bool(mask.any(-1).all())
     blocks = tuple((i, j, max(1, max(ends[i:j]))) for i, j in bounds)
     return Tiling(blocks, key_block, False, full, empty, recompute)
+
+
+def hide(t: torch.Tensor, hidden, value: float) -> torch.Tensor:
+    """Fill the masked entries ``hidden`` (from :meth:`Tiling.tiles`) of tile ``t`` in place."""
+    if hidden is not None:
+        c, tile = hidden
+        (t[..., c:] if c else t).masked_fill_(tile, value)
+    return t
 
 
 def _logits(qb, k, a, b):
@@ -185,6 +196,10 @@ class LogitTransform:
     def grad(self, kept, t, dt, *params, needs=()):
         return (dt,)
 
+    def needs_t(self, needs) -> bool:
+        """Whether ``grad`` reads t when the params' ``needs`` (requires-grad flags) hold."""
+        return False
+
 
 IDENTITY = LogitTransform()
 
@@ -205,7 +220,7 @@ class BlockedSoftmax(torch.autograd.Function):
         bsz, heads, lq = q.shape[:3]
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
         lse = q.new_empty(bsz, heads, lq, 1)
-        keep_t = not tiling.recompute and any(p.requires_grad for p in params)
+        keep_t = not tiling.recompute and transform.needs_t(ctx.needs_input_grad[7:])
         kept = []
         for i, j, e in tiling.blocks:
             m = l = acc = None                     # running max (-inf: no key yet), sum, P V
@@ -217,8 +232,7 @@ class BlockedSoftmax(torch.autograd.Function):
             for a, b, hidden in tiling.tiles(i, j, e):
                 s = _logits(qb, k, a, b)
                 t = transform.forward(s, *params)
-                if hidden is not None:
-                    t.masked_fill_(hidden, NEG_INF)
+                hide(t, hidden, NEG_INF)
                 if not tiling.recompute:
                     saved = transform.keep(s, t, *params)
                     t_copy = t.clamp(min=torch.finfo(t.dtype).min) if keep_t else None
@@ -269,6 +283,7 @@ class BlockedSoftmax(torch.autograd.Function):
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
         dparams = [None] * len(params)
         lowest = torch.finfo(q.dtype).min
+        keep_t = transform.needs_t(needs)
         for i, j, e in tiling.blocks:
             dob, lse_b, delta_b = d_out[..., i:j, :], lse[..., i:j, :], delta[..., i:j, :]
             qb = q[..., i:j, :] * _rows(scale, i, j)
@@ -277,9 +292,8 @@ class BlockedSoftmax(torch.autograd.Function):
                     s = _logits(qb, k, a, b)
                     t = transform.forward(s, *params)
                     saved = transform.keep(s, t, *params)
-                    if hidden is not None:
-                        t.masked_fill_(hidden, lowest)
-                    p = (t - lse_b).exp_()
+                    hide(t, hidden, lowest)
+                    p = (t - lse_b if keep_t else t.sub_(lse_b)).exp_()
                 else:
                     p, saved, t = next(kept)
                 if need_v:
@@ -364,8 +378,7 @@ class BlockedGate(torch.autograd.Function):
             qb = q[..., i:j, :] * _rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
                 w = _gate(kind, _logits(qb, k, a, b), bias)
-                if hidden is not None:
-                    w.masked_fill_(hidden, 0.0)
+                hide(w, hidden, 0.0)
                 out[..., i:j, :] += torch.matmul(w, v[..., a:b, :])
                 if not tiling.recompute:
                     kept.append(w)
@@ -390,8 +403,7 @@ class BlockedGate(torch.autograd.Function):
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
                     w = _gate(kind, _logits(qb, k, a, b), ctx.bias)
-                    if hidden is not None:
-                        w.masked_fill_(hidden, 0.0)
+                    hide(w, hidden, 0.0)
                 else:
                     w = kept[index]
                     index += 1

@@ -28,7 +28,8 @@ import math
 import torch
 
 from .base import compute_dtype
-from .blocked import NEG_INF, Tiling, _as_scale, _logits, _rows, _scale_grads, plan_tiles
+from .blocked import (NEG_INF, Tiling, _as_scale, _logits, _rows, _scale_grads, hide,
+                      plan_tiles)
 
 KINDS = {"sparsemax": 1, "entmax15": 2}
 # A query block keeps its logit tiles across the threshold's passes up to this many tiles.
@@ -63,8 +64,7 @@ class _Rows:
     def _make(self):
         for a, b, hidden in self.tiling.tiles(self.i, self.j, self.e):
             z = _logits(self.qb, self.k, a, b)
-            if hidden is not None:
-                z.masked_fill_(hidden, NEG_INF)
+            hide(z, hidden, NEG_INF)
             yield a, b, z
 
     def passes(self):
@@ -162,8 +162,7 @@ class BlockedSparse(torch.autograd.Function):
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
                     r = _logits(qb, k, a, b).sub_(tau).clamp_(min=0)
-                    if hidden is not None:
-                        r.masked_fill_(hidden, 0.0)
+                    hide(r, hidden, 0.0)
                 else:
                     r = next(kept)
                 if need_v:

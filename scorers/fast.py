@@ -591,7 +591,7 @@ def flex_available(device: torch.device) -> bool:
 # (100-230 s of compilation per scorer for steps no faster than the reference). CUDA:
 # FlexAttention (on an H200 the query-block paths launch too many small kernels: topk ran 3-4x
 # and compile 2-3x slower than the dense reference at L = 1024-2048).
-AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("dense", "pivot"), "cuda": ("flex",)}
+AUTO_FORMS: dict[str, tuple[str, ...]] = {"cpu": ("blocked", "dense", "pivot"), "cuda": ("flex",)}
 AUTO_MIN_BUDGET_S: dict[str, float] = {"cpu": 600.0, "cuda": 0.0}
 COMPILED_FORMS = ("fused", "flex", "compile")
 

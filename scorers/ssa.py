@@ -61,14 +61,17 @@ class SSALogits(LogitTransform):
         self.params = (n,)
 
     def forward(self, s, n):
-        return torch.log1p(s.abs()).copysign_(s).mul_(n)
+        return s.abs().log1p_().copysign_(s).mul_(n)
 
     def keep(self, s, t, n):
         return s.abs_().add_(1.0)                                  # 1 + |s'|
 
     def grad(self, w, t, dt, n, needs=()):
-        dn = torch.dot(dt.reshape(-1), t.reshape(-1)).div(n) if needs and needs[0] else None
+        dn = torch.dot(dt.reshape(-1), t.reshape(-1)).div(n) if self.needs_t(needs) else None
         return dt.mul_(n).div_(w), dn
+
+    def needs_t(self, needs) -> bool:
+        return bool(needs and needs[0])
 
 
 class SSAForms:
