@@ -215,8 +215,9 @@ def _row_max(t: torch.Tensor) -> torch.Tensor:
 
 
 class BlockedSoftmax(torch.autograd.Function):
-    """See :func:`softmax_attend`. Inputs: q (scaled), k, v, sink (or None), then the
-    transform's params."""
+    """See :func:`softmax_attend`. Inputs: q, k, v, the query scale, the sink logit (or None),
+    the tiling, the transform, then the transform's params. Saves lse per row (and, below the
+    recompute length, the tiles' weights)."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, sink, tiling: Tiling, transform: LogitTransform, *params):
