@@ -93,6 +93,10 @@ class Scorer(nn.Module):
         """(n, b), 1-element tensors, when the weights are softmax(n sgn(s) log1p(b|s|))."""
         raise NotImplementedError
 
+    def blocked_spec(self, q, k, mask):
+        """A BlockedSpec (scorers/forms.py) when the scorer has a blocked form with recompute."""
+        raise NotImplementedError
+
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
         """The forms this scorer declares: its ``native_form`` (when it has ``fast_attend``), then
