@@ -143,6 +143,17 @@ def hide(t: torch.Tensor, hidden, value: float) -> torch.Tensor:
     return t
 
 
+def visible_keys(q, k, mask, dtype=torch.float64) -> torch.Tensor:
+    """n_i, the keys query i sees, as a (B, H, Lq, 1) view (1 where it sees none), counted on
+    the mask as given (no (B, H, Lq, Lk) copy)."""
+    b, h, lq = q.shape[:3]
+    if mask is None:
+        return torch.full((1, 1, 1, 1), float(k.shape[-2]), dtype=dtype,
+                          device=q.device).expand(b, h, lq, 1)
+    n = mask.sum(-1, keepdim=True, dtype=dtype).clamp_(min=1)
+    return n.expand(b, h, lq, 1)
+
+
 def _logits(qb, k, a, b):
     return torch.matmul(qb, k[..., a:b, :].transpose(-1, -2))
 

@@ -110,7 +110,9 @@ class SSMax(LogitsScorer):
 
     def blocked_spec(self, q, k, mask):
         """softmax of sigma_h ln(n_i) s: sigma_h ln(n_i) / sqrt(d) scales query i."""
-        n = visible_counts(q, k, mask).unsqueeze(-1).to(self.sigma.dtype)  # (B, H, Lq, 1)
+        from .blocked import visible_keys
+
+        n = visible_keys(q, k, mask, self.sigma.dtype)                   # (B, H, Lq, 1)
         scale = self.sigma.view(1, -1, 1, 1) * n.log()
         return BlockedSpec("softmax", query_scale=scale / math.sqrt(q.shape[-1]))
 
