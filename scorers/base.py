@@ -203,6 +203,18 @@ def row_count(mask: torch.Tensor) -> torch.Tensor:
     return mask.sum(-1, keepdim=True)
 
 
+def visible_keys(q, k, mask, dtype=torch.float64) -> torch.Tensor:
+    """n_i, the keys query i sees, as a (B, H, Lq, 1) view (1 where it sees none), counted on
+    the mask as given (no (B, H, Lq, Lk) copy): the row counts of the blocked forms' query
+    scales."""
+    b, h, lq = q.shape[:3]
+    if mask is None:
+        return torch.full((1, 1, 1, 1), float(k.shape[-2]), dtype=dtype,
+                          device=q.device).expand(b, h, lq, 1)
+    n = mask.sum(-1, keepdim=True, dtype=dtype).clamp_(min=1)
+    return n.expand(b, h, lq, 1)
+
+
 def zero_empty_rows(out: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Zero the output rows of queries that see no key (for fast paths that bypass the guard)."""
     if mask is None:

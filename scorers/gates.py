@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, row_count
+from .base import LogitsScorer, row_count, visible_keys
 from .forms import BlockedSpec, FlexSpec
 from .registry import ScorerError, register_scorer
 
@@ -53,10 +53,8 @@ class _ReLULength(LogitsScorer):
 
     def blocked_spec(self, q, k, mask):
         """relu(s)^p / L = relu(s / L^(1/p))^p: L^(-1/p) / sqrt(d) scales the queries."""
-        from .softmax import visible_counts
-
         if self.length == "visible":
-            length = visible_counts(q, k, mask).unsqueeze(-1).double()     # (B, H, Lq, 1)
+            length = visible_keys(q, k, mask)                             # (B, H, Lq, 1)
         else:
             length = torch.tensor(float(self.max_len), dtype=torch.float64)
         scale = length.pow(-1.0 / self.power) / math.sqrt(q.shape[-1])

@@ -6,7 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, full_mask, masked_fill_neg_inf, row_count, zero_empty_rows
+from .base import (LogitsScorer, full_mask, masked_fill_neg_inf, row_count, visible_keys,
+                   zero_empty_rows)
 from .forms import BlockedSpec, FlexSpec
 from .params import constant, per_head, positive
 from .registry import ScorerError, register_scorer
@@ -109,7 +110,7 @@ class SSMax(LogitsScorer):
 
     def blocked_spec(self, q, k, mask):
         """softmax of sigma_h ln(n_i) s: sigma_h ln(n_i) / sqrt(d) scales query i."""
-        n = visible_counts(q, k, mask).unsqueeze(-1).to(self.sigma.dtype)  # (B, H, Lq, 1)
+        n = visible_keys(q, k, mask, self.sigma.dtype)                   # (B, H, Lq, 1)
         scale = self.sigma.view(1, -1, 1, 1) * n.log()
         return BlockedSpec("softmax", query_scale=scale / math.sqrt(q.shape[-1]))
 
