@@ -93,6 +93,10 @@ class Scorer(nn.Module):
         """(n, b), 1-element tensors, when the weights are softmax(n sgn(s) log1p(b|s|))."""
         raise NotImplementedError
 
+    def blocked_spec(self, q, k, mask):
+        """A BlockedSpec (scorers/forms.py) when the scorer has a blocked form with recompute."""
+        raise NotImplementedError
+
     @classmethod
     def fast_forms(cls) -> tuple[str, ...]:
         """The forms this scorer declares: its ``native_form`` (when it has ``fast_attend``), then
@@ -197,6 +201,18 @@ def masked_fill_neg_inf(s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def row_count(mask: torch.Tensor) -> torch.Tensor:
     """n_i, the number of visible keys per row, shaped (..., Lq, 1), as the mask's float dtype."""
     return mask.sum(-1, keepdim=True)
+
+
+def visible_keys(q, k, mask, dtype=torch.float64) -> torch.Tensor:
+    """n_i, the keys query i sees, as a (B, H, Lq, 1) view (1 where it sees none), counted on
+    the mask as given (no (B, H, Lq, Lk) copy): the row counts of the blocked forms' query
+    scales."""
+    b, h, lq = q.shape[:3]
+    if mask is None:
+        return torch.full((1, 1, 1, 1), float(k.shape[-2]), dtype=dtype,
+                          device=q.device).expand(b, h, lq, 1)
+    n = mask.sum(-1, keepdim=True, dtype=dtype).clamp_(min=1)
+    return n.expand(b, h, lq, 1)
 
 
 def zero_empty_rows(out: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

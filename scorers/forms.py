@@ -13,6 +13,9 @@ forms that apply):
   ``weights`` on -inf-masked logits, for the partial-sort form;
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
   -inf-masked logits (scorers/pivot.py), for the pivot form;
+- ``blocked_spec(q, k, mask) -> BlockedSpec``: the weights are a softmax of an elementwise logit
+  transform (with a sink logit or not), a pointwise gate, sparsemax or 1.5-entmax, so the blocked
+  form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py) applies;
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
@@ -42,6 +45,51 @@ class FlexSpec:
 
     score_mod: Callable | None = None
     post: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+
+
+class LogitTransform:
+    """An elementwise t = f(s; params) declared by a scorer beside its formula, for the blocked
+    form's softmax (scorers/fast/blocked.py).
+
+    ``params``: the tensors f depends on (autograd inputs of the blocked node).
+    ``forward(s, *params)``: t (it may overwrite s). ``keep(s, t, *params)``: what ``grad``
+    needs of the tile besides t (overwriting s is allowed). ``grad(kept, t, dt, *params)``:
+    (ds, then one gradient per param; None where it is not needed), t with masked entries at the
+    dtype's lowest value and dt zero there."""
+
+    params: tuple[torch.Tensor, ...] = ()
+
+    def forward(self, s, *params):
+        return s
+
+    def keep(self, s, t, *params):
+        return None
+
+    def grad(self, kept, t, dt, *params, needs=()):
+        return (dt,)
+
+    def needs_t(self, needs) -> bool:
+        """Whether ``grad`` reads t when the params' ``needs`` (requires-grad flags) hold."""
+        return False
+
+
+IDENTITY = LogitTransform()
+
+
+@dataclass
+class BlockedSpec:
+    """A scorer's blocked form for given inputs (``Scorer.blocked_spec(q, k, mask)``).
+
+    ``kind``: "softmax" (``softmax_attend`` of scorers/fast/blocked.py: ``transform``, ``sink``),
+    a gate, "sigmoid", "relu" or "relu2" (``gate_attend``: ``bias``), or "sparsemax"/"entmax15"
+    (scorers/fast/blocked_sparse.py). ``query_scale``: multiplies q before ``q k^T`` (default
+    1/sqrt(d))."""
+
+    kind: str
+    query_scale: object = None
+    transform: LogitTransform = IDENTITY
+    sink: torch.Tensor | None = None
+    bias: float = 0.0
 
 
 class FastForm:

@@ -6,8 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, row_count
-from .forms import FlexSpec
+from .base import LogitsScorer, row_count, visible_keys
+from .forms import BlockedSpec, FlexSpec
 from .registry import ScorerError, register_scorer
 
 
@@ -32,6 +32,9 @@ class Sigmoid(LogitsScorer):
         return FlexSpec(lambda score, b, h, qi, ki: F.logsigmoid(score + bias[0]),
                         lambda out, lse: out * torch.exp(lse))
 
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("sigmoid", bias=self.bias)
+
 
 class _ReLULength(LogitsScorer):
     LENGTHS = ("visible", "fixed")
@@ -47,6 +50,15 @@ class _ReLULength(LogitsScorer):
     def weights(self, s, mask):
         length = row_count(mask).to(s.dtype) if self.length == "visible" else float(self.max_len)
         return torch.relu(s.masked_fill(~mask, 0.0)) ** self.power / length
+
+    def blocked_spec(self, q, k, mask):
+        """relu(s)^p / L = relu(s / L^(1/p))^p: L^(-1/p) / sqrt(d) scales the queries."""
+        if self.length == "visible":
+            length = visible_keys(q, k, mask)                             # (B, H, Lq, 1)
+        else:
+            length = torch.tensor(float(self.max_len), dtype=torch.float64)
+        scale = length.pow(-1.0 / self.power) / math.sqrt(q.shape[-1])
+        return BlockedSpec("relu" if self.power == 1 else "relu2", query_scale=scale)
 
 
 @register_scorer("relu", aliases=("relu_len",), family="gate", normalization="unnormalized",

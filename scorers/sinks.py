@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, full_mask, masked_fill_neg_inf, zero_empty_rows
-from .forms import FlexSpec
+from .forms import BlockedSpec, FlexSpec
 from .params import constant, per_head, positive
 from .registry import register_scorer
 
@@ -43,6 +43,13 @@ class SoftmaxPlusOne(LogitsScorer):
         """softmax over visible keys scaled by sigmoid(lse - sigma) = sum e^s / (e^sigma + sum e^s)."""
         return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse))
 
+    def blocked_spec(self, q, k, mask):
+        """softmax over the visible keys and the sink logit sigma (its weight dropped)."""
+        return BlockedSpec("softmax", sink=self.blocked_sink(q))
+
+    def blocked_sink(self, q):
+        return torch.zeros(1, 1, 1, 1, device=q.device)
+
 
 @register_scorer("learned_sink", family="sink", normalization="subnormalized",
                  paper="gpt-oss sinks (huggingface/transformers); lucidrains/x-transformers")
@@ -66,6 +73,9 @@ class LearnedSink(SoftmaxPlusOne):
     def flex_spec(self, q, k, mask):
         sink = self.sink.float().view(1, -1, 1, 1)
         return FlexSpec(None, lambda out, lse: out * torch.sigmoid(lse - sink))
+
+    def blocked_sink(self, q):
+        return self.sink.view(1, -1, 1, 1)
 
 
 @register_scorer("softpick", family="sink", normalization="subnormalized", paper="arXiv:2504.20966")

@@ -6,8 +6,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, full_mask, masked_fill_neg_inf, row_count, zero_empty_rows
-from .forms import FlexSpec
+from .base import (LogitsScorer, full_mask, masked_fill_neg_inf, row_count, visible_keys,
+                   zero_empty_rows)
+from .forms import BlockedSpec, FlexSpec
 from .params import constant, per_head, positive
 from .registry import ScorerError, register_scorer
 
@@ -69,6 +70,13 @@ class TemperatureSoftmax(LogitsScorer):
         inv = torch.tensor([1.0 / self.tau], device=q.device)
         return FlexSpec(lambda score, b, h, qi, ki: score * inv[0])
 
+    def blocked_spec(self, q, k, mask):
+        """softmax of s / tau: 1 / (tau sqrt(d)) scales the queries."""
+        if self.learnable:
+            inv_tau = torch.exp(-self.log_tau).view(1, -1, 1, 1)
+            return BlockedSpec("softmax", query_scale=inv_tau / math.sqrt(q.shape[-1]))
+        return BlockedSpec("softmax", query_scale=1.0 / (self.tau * math.sqrt(q.shape[-1])))
+
 
 @register_scorer("ssmax", family="softmax", normalization="normalized", paper="arXiv:2501.19399")
 class SSMax(LogitsScorer):
@@ -99,6 +107,12 @@ class SSMax(LogitsScorer):
         sigma = self.sigma.float()                                        # (H,)
         log_n = visible_counts(q, k, mask).log()                          # (B, H, Lq)
         return FlexSpec(lambda score, b, h, qi, ki: score * (sigma[h] * log_n[b, h, qi]))
+
+    def blocked_spec(self, q, k, mask):
+        """softmax of sigma_h ln(n_i) s: sigma_h ln(n_i) / sqrt(d) scales query i."""
+        n = visible_keys(q, k, mask, self.sigma.dtype)                   # (B, H, Lq, 1)
+        scale = self.sigma.view(1, -1, 1, 1) * n.log()
+        return BlockedSpec("softmax", query_scale=scale / math.sqrt(q.shape[-1]))
 
 
 def visible_counts(q, k, mask) -> torch.Tensor:

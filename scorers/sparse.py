@@ -11,6 +11,7 @@ import torch
 
 from . import pivot
 from .base import LogitsScorer, masked_fill_neg_inf
+from .forms import BlockedSpec
 from .params import constant
 from .registry import ScorerError, register_scorer
 
@@ -30,6 +31,9 @@ class Sparsemax(LogitsScorer):
     def weights(self, s, mask):
         return entmax.sparsemax(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
 
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("sparsemax")
+
 
 @register_scorer("entmax15", family="entmax", normalization="normalized", paper="arXiv:1905.05702")
 class Entmax15(LogitsScorer):
@@ -40,6 +44,9 @@ class Entmax15(LogitsScorer):
 
     def weights(self, s, mask):
         return entmax.entmax15(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
+
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("entmax15")
 
 
 @register_scorer("entmax_bisect", family="entmax", normalization="normalized",

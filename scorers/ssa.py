@@ -5,11 +5,13 @@ SSA(s) = softmax(t), t = n sgn(s) log1p(b|s|), masked t = -inf. t is C^1 at s = 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, masked_fill_neg_inf
-from .forms import FlexSpec
+from .base import LogitsScorer, compute_dtype, masked_fill_neg_inf
+from .forms import BlockedSpec, FlexSpec, LogitTransform
 from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
 
@@ -61,13 +63,42 @@ def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
     return torch.softmax(masked_fill_neg_inf(SSATransform.apply(s, n, b), mask), dim=-1)
 
 
+class SSALogits(LogitTransform):
+    """t = n sgn(s') log1p(|s'|) of s' = b s (b folded into the queries), by
+    :func:`ssa_transform`, for the blocked form (scorers/fast/blocked.py): dt/ds' = n / (1 + |s'|),
+    dt/dn = t / n."""
+
+    def __init__(self, n: torch.Tensor):
+        self.params = (n,)
+
+    def forward(self, s, n):
+        return ssa_transform(s, n)[0]
+
+    def keep(self, s, t, n):
+        return s.abs_().add_(1.0)                                  # 1 + |s'|
+
+    def grad(self, w, t, dt, n, needs=()):
+        dn = torch.dot(dt.reshape(-1), t.reshape(-1)).div(n) if self.needs_t(needs) else None
+        return dt.mul_(n).div_(w), dn
+
+    def needs_t(self, needs) -> bool:
+        return bool(needs and needs[0])
+
+
 class SSAForms:
     """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
-    and dense kernels (scorers/fast/ssa.py) and the FlexAttention score_mod n sgn(s) log1p(b|s|)."""
+    and dense kernels (scorers/fast/ssa.py), the blocked form (b folded into the queries' scale,
+    the transform :class:`SSALogits`; scorers/fast/blocked.py) and the FlexAttention score_mod
+    n sgn(s) log1p(b|s|)."""
 
     def flex_spec(self, q, k, mask):
         n, b_ = self.fused_ssa_parameters(torch.float32, q.device)
         return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
+
+    def blocked_spec(self, q, k, mask):
+        n, b = self.fused_ssa_parameters(compute_dtype(q, k), q.device)
+        return BlockedSpec("softmax", query_scale=b / math.sqrt(q.shape[-1]),
+                           transform=SSALogits(n))
 
 
 @register_scorer("ssa", family="ssa", normalization="normalized", paper="arXiv:2508.14685")

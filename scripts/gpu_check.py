@@ -11,6 +11,8 @@ against the reference on the same bf16 inputs, tolerance 2e-2), for each scorer 
 - topk: sparsemax and entmax15 through the entmax package's partial sort;
 - dense: the SSA family as one eager autograd.Function on whole logit rows;
 - pivot: sparsemax and entmax15 with the sort-free threshold;
+- blocked: the blocked forms with recompute (scorers/fast/blocked.py,
+  scorers/fast/blocked_sparse.py);
 - compile: torch.compile (on query blocks) of the logits-kind scorers without a native path;
 - native: the scorers' own SDPA paths.
 
@@ -137,6 +139,7 @@ def plan(device) -> list[tuple[str, str, dict]]:
     items += [("topk", n, {}) for n in scorers_with("topk")]
     items += [("dense", n, {}) for n in scorers_with("dense")]
     items += [("pivot", n, {}) for n in scorers_with("pivot")]
+    items += [("blocked", n, {}) for n in scorers_with("blocked")]
     compiled, native = [], []
     cuda = torch.device("cuda")
     for name in scorers.list_scorers():
@@ -154,7 +157,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--budget-s", type=float, default=270.0,
                    help="stop starting new checks after this many seconds (default 270)")
-    p.add_argument("--paths", default="flex,fused,topk,dense,pivot,compile,native",
+    p.add_argument("--paths", default="flex,fused,topk,dense,pivot,blocked,compile,native",
                    help="the fast paths to check, in this order of priority (default: all)")
     p.add_argument("--check-shape", default="2,4,200,64",
                    help="B,H,L,D of the checks (default: L=200, not a multiple of the 128 block)")

@@ -158,3 +158,38 @@ def test_cli_prints_and_records(tmp_path):
                  str(tmp_path)]) == 0
     files = sorted(p.parent.name for p in tmp_path.glob("bench_scorers/*/*.json"))
     assert files == ["sigmoid", "softmax", "ssa"]
+
+
+def test_a_length_sweep_gives_cost_against_length_and_its_slope(tmp_path):
+    from tasks.bench import (loglog_slope, parse_lengths, plot_scaling, scaling_series,
+                             sweep_shapes)
+
+    assert parse_lengths("256, 512,1024") == [256, 512, 1024]
+    for bad in ("", "a,b", "0,256"):
+        with pytest.raises(BenchError, match="--lengths"):
+            parse_lengths(bad)
+    assert sweep_shapes([(1, 8, 1, 64), (2, 4, 9, 32)], [128, 256]) == [
+        (1, 8, 128, 64), (1, 8, 256, 64), (2, 4, 128, 32), (2, 4, 256, 32)]
+    # a scorer whose time grows like L^2 and memory like L, SDPA's both like L
+    shapes = [[1, 8, n, 64] for n in (128, 256, 512)]
+    metrics, ref_ms, ref_mb = {}, {}, {}
+    for b, h, n, d in shapes:
+        label = f"{b}x{h}x{n}x{d}"
+        metrics[f"fwd_bwd_ms_{label}"] = 1e-3 * n * n
+        metrics[f"peak_mem_mb_{label}"] = 0.5 * n
+        ref_ms[label], ref_mb[label] = [0.1 * n] * 3, 0.25 * n
+    record = {"status": "ok", "cell": {"scorer": "quad", "config": {"shapes": shapes}},
+              "metrics": metrics, "extra": {"reference_ms": ref_ms, "reference_peak_mb": ref_mb}}
+    series = scaling_series([record])
+    assert list(series) == [(1, 8, 64)]
+    quad = series[(1, 8, 64)]["quad"]
+    assert [p[0] for p in quad] == [128, 256, 512]
+    assert loglog_slope([(p[0], p[1]) for p in quad]) == pytest.approx(2.0)
+    assert loglog_slope([(p[0], p[2]) for p in quad]) == pytest.approx(1.0)
+    sdpa = series[(1, 8, 64)]["softmax (SDPA)"]
+    assert loglog_slope([(p[0], p[1]) for p in sdpa]) == pytest.approx(1.0)
+    assert loglog_slope([(1, 2.0)]) is None
+    (path,) = plot_scaling([record], tmp_path / "scaling.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    one = dict(record, cell={"scorer": "quad", "config": {"shapes": shapes[:1]}})
+    assert scaling_series([one]) == {}                          # one length: no sweep

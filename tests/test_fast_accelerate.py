@@ -16,10 +16,13 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
 @pytest.mark.parametrize("name,mode,device,path", [
-    ("ssa", "auto", CPU, "dense"), ("ssa", "auto", CUDA, "flex"),
-    ("stablemax", "auto", CPU, "dense"), ("sigmoid", "auto", CUDA, "flex"),
-    ("sigmoid", "auto", CPU, "reference"), ("entmax15", "auto", CPU, "pivot"),
-    ("sparsemax", "auto", CPU, "pivot"), ("entmax15", "pivot", CPU, "pivot"),
+    ("ssa", "auto", CPU, "blocked"), ("ssa", "auto", CUDA, "flex"),
+    ("stablemax", "auto", CPU, "blocked"), ("sigmoid", "auto", CUDA, "flex"),
+    ("sigmoid", "auto", CPU, "blocked"), ("entmax15", "auto", CPU, "blocked"),
+    ("sparsemax", "auto", CPU, "blocked"), ("entmax15", "pivot", CPU, "pivot"),
+    ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "sdpa"),
+    ("learned_sink", "blocked", CPU, "blocked"), ("softpick", "blocked", CPU, "reference"),
+    ("ssa", "dense", CPU, "dense"),
     ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
     ("relu", "auto", CUDA, "reference"),
     ("softmax", "auto", CPU, "sdpa"), ("softmax", "auto", CUDA, "sdpa"),
@@ -40,11 +43,14 @@ def test_paths(name, mode, device, path):
 
 
 def test_forms_are_declared_by_the_scorers():
-    assert scorers.get_scorer_class("ssa").fast_forms() == ("fused", "dense", "flex", "compile")
+    assert scorers.get_scorer_class("ssa").fast_forms() == ("blocked", "fused", "dense", "flex",
+                                                           "compile")
     assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
-    assert scorers.get_scorer_class("entmax15").fast_forms() == ("topk", "pivot", "compile")
+    assert scorers.get_scorer_class("entmax15").fast_forms() == ("blocked", "topk", "pivot",
+                                                                "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
-    assert scorers.get_scorer_class("relu").fast_forms() == ("compile",)
+    assert scorers.get_scorer_class("relu").fast_forms() == ("blocked", "compile")
+    assert scorers.get_scorer_class("softpick").fast_forms() == ("compile",)
 
 
 def test_unknown_mode_is_an_error():
@@ -65,10 +71,10 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
     assert accelerate(layers, "auto", block_size=4, compiled=False) == {
-        "ssa": "dense", "sigmoid": "reference", "softmax": "sdpa"}
+        "ssa": "blocked", "sigmoid": "blocked", "softmax": "sdpa"}
     assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
         "sigmoid": "compile"}
-    assert fast_paths(layers) == {"0.scorer": "dense", "1.scorer": "compile",
+    assert fast_paths(layers) == {"0.scorer": "blocked", "1.scorer": "compile",
                                   "2.scorer": "sdpa"}
     assert [id(p) for p in layers.parameters()] == params
     assert [type(layer.scorer) for layer in layers] == classes
@@ -87,8 +93,8 @@ def test_a_mixed_model_reports_every_path_of_a_scorer_name():
     layers = torch.nn.ModuleList(scorers.Attention(16, 2, "ssa") for _ in range(2))
     accelerate(layers, "auto")
     assert accelerate(layers[1], "topk") == {"ssa": "reference"}
-    assert fast_paths(layers) == {"0.scorer": "dense", "1.scorer": "reference"}
-    assert accelerate(layers, "auto") == {"ssa": "dense"}
+    assert fast_paths(layers) == {"0.scorer": "blocked", "1.scorer": "reference"}
+    assert accelerate(layers, "auto") == {"ssa": "blocked"}
     assert accelerate(layers, "fused", compiled=False) == {"ssa": "fused"}
 
 

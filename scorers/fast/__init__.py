@@ -11,6 +11,9 @@ by scorer name. :func:`accelerate` (policy.py) stores, per scorer instance, the 
 The package, one module per job:
 
 - ``planning.py``: query blocks and the keys they see (the blocked forms' key truncation);
+- ``tiles.py``: the (query block, key block) tiles of the forms with recompute;
+- ``blocked.py``, ``blocked_sparse.py``: ``blocked``, attention with recompute for the scorers
+  declaring ``blocked_spec`` (softmaxes of transformed logits, gates, sparsemax and 1.5-entmax);
 - ``ssa.py``: ``fused`` and ``dense``, the SSA family's kernels;
 - ``sparse.py``: ``topk`` and ``pivot``, sparsemax and 1.5-entmax without the full sort;
 - ``flex.py``: ``flex``, FlexAttention score_mods;
@@ -21,14 +24,14 @@ Adding a form (here or in a plugin's own file) is one class and its registration
 
     from scorers.forms import FastForm, register_form
 
-    @register_form("blocked")
-    class BlockedForm(FastForm):
+    @register_form("windowed")
+    class WindowedForm(FastForm):
         compiles = False          # what preparing it costs: True if its first call compiles
         auto = ("cuda",)          # device types where mode "auto" may give it to a scorer
 
         @classmethod
         def applies_to(cls, scorer):               # a scorer class or instance
-            return getattr(scorer, "blocked_spec", None) is not None
+            return getattr(scorer, "window_spec", None) is not None
 
         def attend(self, scorer, q, k, v, mask):   # self.block_size, self.compiled: its options
             ...
@@ -39,6 +42,9 @@ scorers that no form registered before it covers.
 """
 from ..forms import DEFAULT_BLOCK, FastForm, FastPathError, FlexSpec, register_form
 from .planning import BlockPlan, block_bounds, causal_block_mask, is_plain_causal, plan_blocks
+# Registration order is auto's precedence: blocked before the SSA kernels and pivot.
+from .blocked import BlockedForm, blocked_attend, gate_attend, softmax_attend
+from .blocked_sparse import sparse_attend
 from .ssa import DenseSSA, FusedSSA, dense_ssa_attend, fused_ssa_attend, ssa_parameters
 from .flex import FLEX_RECOMPILE_LIMIT, flex_attend, flex_available, flex_block_mask
 from .sparse import DEFAULT_TOPK, pivot_attend, topk_attend, topk_weights
@@ -47,11 +53,12 @@ from .policy import (FAST_MODES, accelerate, choose_form, choose_path, fast_path
                      scorer_path, scorers_with, use_reference)
 
 __all__ = [
-    "BlockPlan", "DEFAULT_BLOCK", "DEFAULT_TOPK", "DenseSSA", "FAST_MODES", "FLEX_RECOMPILE_LIMIT",
-    "FastForm", "FastPathError", "FlexSpec", "FusedSSA", "accelerate", "block_bounds",
-    "causal_block_mask", "choose_form", "choose_path", "compiled_attend", "dense_ssa_attend",
-    "fast_paths", "flex_attend", "flex_available", "flex_block_mask", "fused_ssa_attend",
-    "is_plain_causal", "modes", "pivot_attend", "plan_blocks", "register_form", "restore",
-    "scorer_path", "scorers_with", "ssa_parameters", "topk_attend", "topk_weights",
+    "BlockPlan", "BlockedForm", "DEFAULT_BLOCK", "DEFAULT_TOPK", "DenseSSA", "FAST_MODES",
+    "FLEX_RECOMPILE_LIMIT", "FastForm", "FastPathError", "FlexSpec", "FusedSSA", "accelerate",
+    "block_bounds", "blocked_attend", "causal_block_mask", "choose_form", "choose_path",
+    "compiled_attend", "dense_ssa_attend", "fast_paths", "flex_attend", "flex_available",
+    "flex_block_mask", "fused_ssa_attend", "gate_attend", "is_plain_causal", "modes",
+    "pivot_attend", "plan_blocks", "register_form", "restore", "scorer_path", "scorers_with",
+    "softmax_attend", "sparse_attend", "ssa_parameters", "topk_attend", "topk_weights",
     "use_reference",
 ]

@@ -10,9 +10,10 @@ profile, ``scorebench run --fast``); ``scorebench bench`` and :func:`accelerate`
 ``auto``: a scorer with its own ``fast_attend`` keeps it; another gets the first registered form
 that applies to it, runs on the device, and lists the device's type in its ``auto``. Measured with
 ``scorebench bench train`` (forward, backward and optimizer step, compilation included; README
-"Speed"): on a CPU the forms that compile nothing (``dense`` for the SSA family, ``pivot`` for
-sparsemax and entmax15; a first compilation takes 25-300 s per scorer on a 2-core machine), on CUDA
-FlexAttention.
+"Speed") and ``bench scorers``: on a CPU the forms that compile nothing (a first compilation
+takes 25-300 s per scorer on a 2-core machine), ``blocked`` first (registered before the others:
+every scorer declaring ``blocked_spec``), then ``dense`` for the SSA family and ``pivot`` for
+sparsemax and entmax15; on CUDA FlexAttention.
 """
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ def choose_path(scorer: Scorer, device: torch.device | str, mode: str) -> str:
 def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int = DEFAULT_BLOCK,
                compiled: bool = True, device=None) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
-    ``{scorer name: path}`` (fused, dense, flex, topk, pivot, compile, sdpa, linear or reference),
-    e.g. for a record's provenance. Call it after moving the model to its device (``device``
-    defaults to the module's).
+    ``{scorer name: path}`` (blocked, fused, dense, flex, topk, pivot, compile, sdpa, linear or
+    reference), e.g. for a record's provenance. Call it after moving the model to its device
+    (``device`` defaults to the module's).
 
     ``mode``: see the module doc. ``block_size``: query rows per block of the blocked forms.
     ``compiled=False`` runs the forms that compile eagerly (same numbers; for tests).

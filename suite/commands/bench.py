@@ -49,6 +49,14 @@ def register(sub, common):
                                     "softmax through F.scaled_dot_product_attention.")
     s.add_argument("--shapes", default="8,8,128,32;4,8,512,64", metavar="B,H,L,D;...",
                    help="input shapes (default '8,8,128,32;4,8,512,64')")
+    s.add_argument("--lengths", default=None, metavar="L1,L2,...",
+                   help="a length sweep: every shape of --shapes at each of these lengths (its "
+                        "L replaced), e.g. --shapes 1,8,0,64 --lengths 256,512,1024,2048; "
+                        "prints time and memory against L with their log-log slopes and writes "
+                        "a log-log plot (--plot)")
+    s.add_argument("--plot", default=None, metavar="PNG",
+                   help="where the length sweep's plot goes (default "
+                        "RESULTS/bench_scorers/scaling.png)")
     s.add_argument("--mask", choices=["causal", "none", "padding"], default="causal",
                    help="attention mask (default causal)")
     s.add_argument("--dtype", default="float32",
@@ -162,11 +170,15 @@ def run_scorers(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.bench import BenchError, parse_shapes
+    from tasks.bench import BenchError, parse_lengths, parse_shapes, sweep_shapes
 
     console = Console()
     try:
-        overrides = _options(args, shapes=[list(s) for s in parse_shapes(args.shapes)],
+        shapes = parse_shapes(args.shapes.replace(",0,", ",1,")) if args.lengths else \
+            parse_shapes(args.shapes)
+        if args.lengths:
+            shapes = sweep_shapes(shapes, parse_lengths(args.lengths))
+        overrides = _options(args, shapes=[list(s) for s in shapes],
                              mask=args.mask, dtype=args.dtype)
     except BenchError as e:
         raise SystemExit(f"scorebench bench scorers: {e}") from None
@@ -196,7 +208,39 @@ def run_scorers(args) -> int:
                                  loads[-1].get("load_average_after"))
                       + f"; {args.repeats} repeats, median")
     _problems(console, records)
+    if args.lengths:
+        _print_scaling(console, records, args)
     return 0
+
+
+def _print_scaling(console, records, args) -> None:
+    """Time and memory against L per scorer, their log-log slopes, and the plot."""
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from tasks.bench import loglog_slope, plot_scaling, scaling_series
+
+    for (b, h, d), by_scorer in scaling_series(records).items():
+        lengths = sorted({p[0] for points in by_scorer.values() for p in points})
+        table = Table(title=f"cost against length (B={b}, H={h}, D={d}): ms / MB, and the "
+                            f"log-log slope (1 = linear, 2 = quadratic)")
+        table.add_column("scorer")
+        for length in lengths:
+            table.add_column(f"L={length}")
+        table.add_column("time slope")
+        table.add_column("memory slope")
+        for name, points in sorted(by_scorer.items()):
+            at = {p[0]: p for p in points}
+            cells = [f"{at[x][1]:.1f} / {_fmt(at[x][2], 1)}" if x in at else "-"
+                     for x in lengths]
+            table.add_row(name, *cells,
+                          _fmt(loglog_slope([(p[0], p[1]) for p in points])),
+                          _fmt(loglog_slope([(p[0], p[2]) for p in points])))
+        console.print(table)
+    plot = Path(args.plot) if args.plot else Path(args.results) / "bench_scorers" / "scaling.png"
+    for path in plot_scaling(records, plot):
+        console.print(f"wrote {path}")
 
 
 def run_train(args) -> int:

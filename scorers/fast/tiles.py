@@ -1,0 +1,143 @@
+"""The tiles of the blocked forms with recompute (blocked.py, blocked_sparse.py): query blocks
+of ``block_size`` rows that stop at the last key some row of theirs sees (as planning.py's), their
+keys cut into key blocks so that one (B, H, rows, keys) tile of logits stays below
+:data:`TILE_ELEMENTS`, and whether the backward makes the tiles again or keeps their weights.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .planning import is_plain_causal
+
+# Entries of one (B, H, rows, keys) tile: 4 MiB in fp32. The query block's keys are cut into
+# blocks so that a tile stays below it.
+TILE_ELEMENTS = 1 << 20
+# Keys from which the weights are recomputed in the backward instead of kept, per device type.
+# Measured on the 2-core CPU (forward + backward, causal, fp32, one thread, best of 5, ratio to
+# SDPA): at (4, 8, 512, 64) recomputing cost ssa 1.28 against 0.99 kept and stablemax 1.21
+# against 0.90 (the kept weights: 3.6x SDPA's memory); at (1, 8, 2048, 64) it cost ssa 1.02
+# and stablemax 0.86, where kept weights would take 6x SDPA's memory. So short rows keep them.
+RECOMPUTE_FROM_KEYS: dict[str, int] = {"cpu": 1024, "cuda": 0}
+
+
+class BlockedError(ValueError):
+    """The blocked form cannot run these inputs; the message says why."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Query blocks ``(i, j, e)``: rows ``[i, j)`` that see keys ``[0, e)``, cut into key blocks
+    of ``key_block``. ``causal``: the mask is the plain lower triangle (tiles below the diagonal
+    need none). ``mask``: the boolean mask as a (B, H, Lq, Lk) view, or None. ``empty_rows``:
+    some query sees no key. ``recompute``: the backward makes the weights again."""
+
+    blocks: tuple[tuple[int, int, int], ...]
+    key_block: int
+    causal: bool
+    mask: torch.Tensor | None
+    empty_rows: bool
+    recompute: bool
+
+    def tiles(self, i: int, j: int, e: int):
+        """``(a, b, hidden)`` key blocks of query rows ``[i, j)``; ``hidden`` is ``(c, tile)``:
+        the boolean (…, rows, keys - c) tile of masked entries among the block's keys from
+        ``a + c`` on (:func:`hide`), or None where every entry is visible. Under a plain causal
+        mask only the keys from row i on can be masked."""
+        for a in range(0, e, self.key_block):
+            b = min(a + self.key_block, e)
+            if self.causal:
+                hidden = None
+                if b - 1 > i:
+                    c = max(a, i + 1)
+                    qi = torch.arange(i, j, device=self.device)[:, None]
+                    hidden = (c - a, torch.arange(c, b, device=self.device)[None, :] > qi)
+            elif self.mask is not None:
+                hidden = (0, ~self.mask[..., i:j, a:b])
+            else:
+                hidden = None
+            yield a, b, hidden
+
+    @property
+    def device(self):
+        return self.mask.device if self.mask is not None else torch.device("cpu")
+
+
+def plan_tiles(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, *,
+               block_size: int = 64, key_block: int | None = None,
+               recompute: bool | None = None) -> Tiling:
+    """The tiles of an attention of ``q`` (B, H, Lq, D) over ``k`` (B, H, Lk, D) under ``mask``.
+
+    Query blocks have ``block_size`` rows and stop at the last key some row of theirs sees (masked
+    keys weigh exactly zero in every scorer here); ``key_block`` (default: the most keys that keep
+    a tile under :data:`TILE_ELEMENTS`, a multiple of 64) cuts their keys. ``recompute`` (default:
+    from :data:`RECOMPUTE_FROM_KEYS` for the device and Lk)."""
+    if block_size < 1:
+        raise BlockedError(f"block_size must be >= 1, got {block_size}")
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"attention mask must be boolean (True = visible), got {mask.dtype}")
+    bsz, heads, lq = q.shape[:3]
+    lk = k.shape[-2]
+    if key_block is None:
+        fit = TILE_ELEMENTS // max(1, bsz * heads * min(block_size, lq))
+        key_block = max(64, fit // 64 * 64)
+    if key_block < 1:
+        raise BlockedError(f"key_block must be >= 1, got {key_block}")
+    if recompute is None:
+        recompute = lk >= RECOMPUTE_FROM_KEYS.get(q.device.type, 0)
+    bounds = [(i, min(i + block_size, lq)) for i in range(0, lq, block_size)]
+    if mask is None:
+        return Tiling(tuple((i, j, lk) for i, j in bounds), key_block, False, None, False,
+                      recompute)
+    if is_plain_causal(mask, lq, lk):
+        return Tiling(tuple((i, j, j) for i, j in bounds), key_block, True,
+                      mask.reshape(1, 1, lq, lk), False, recompute)
+    full = mask.expand(bsz, heads, lq, lk)
+    seen = mask.reshape(-1, *mask.shape[-2:]).any(0).expand(lq, lk)         # (Lq, Lk)
+    ends = (seen * torch.arange(1, lk + 1, device=mask.device)).amax(-1).tolist()
+    empty = not bool(mask.any(-1).all())
+    blocks = tuple((i, j, max(1, max(ends[i:j]))) for i, j in bounds)
+    return Tiling(blocks, key_block, False, full, empty, recompute)
+
+
+def hide(t: torch.Tensor, hidden, value: float) -> torch.Tensor:
+    """Fill the masked entries ``hidden`` (from :meth:`Tiling.tiles`) of tile ``t`` in place."""
+    if hidden is not None:
+        c, tile = hidden
+        (t[..., c:] if c else t).masked_fill_(tile, value)
+    return t
+
+
+def tile_logits(qb, k, a, b):
+    return torch.matmul(qb, k[..., a:b, :].transpose(-1, -2))
+
+
+def scale_rows(scale: torch.Tensor, i: int, j: int) -> torch.Tensor:
+    """Rows ``[i, j)`` of a query scale broadcastable to (B, H, Lq, 1)."""
+    return scale[..., i:j, :] if scale.dim() >= 2 and scale.shape[-2] > 1 else scale
+
+
+def scale_grads(dq, q, scale, i, j, need_scale, dscale):
+    """Turn dq rows [i, j), the gradient of q * scale, into q's; add scale's gradient."""
+    sc = scale_rows(scale, i, j)
+    if need_scale:
+        g = (dq[..., i:j, :] * q[..., i:j, :]).sum(-1, keepdim=True)
+        if scale.dim() >= 2 and scale.shape[-2] > 1:
+            g = g.sum_to_size(*scale.shape[:-2], j - i, 1)
+            dscale[..., i:j, :] += g
+        else:
+            dscale += g.sum_to_size(scale.shape)
+    dq[..., i:j, :] *= sc
+
+
+def as_scale(scale, q, dtype) -> torch.Tensor:
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if not isinstance(scale, torch.Tensor):
+        return torch.tensor(float(scale), dtype=dtype, device=q.device)
+    if scale.dim() > 4 or (scale.dim() >= 1 and scale.shape[-1] != 1):
+        raise BlockedError(f"query_scale must broadcast to (B, H, Lq, 1), got "
+                           f"{tuple(scale.shape)}")
+    return scale.to(dtype)

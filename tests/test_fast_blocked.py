@@ -1,0 +1,197 @@
+"""The blocked form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py)
+equals each declaring scorer's reference: outputs and gradients (q, k, v and the scorer's
+parameters), every mask (none, causal, padded causal, random with fully-masked rows),
+cross-attention, query and key blocks that cut rows and keys unevenly, the weights recomputed or
+kept; bf16 in and out; and its memory grows like L, not L^2."""
+from __future__ import annotations
+
+import entmax
+import pytest
+import torch
+
+import scorers
+from scorers.fast.blocked import blocked_attend, gate_attend, softmax_attend
+from scorers.fast.blocked_sparse import sparse_attend
+from scorers.fast.tiles import BlockedError, plan_tiles
+from scorers.fast import accelerate, fast_paths
+from scorer_checks import make_scorer
+
+from fast_support import assert_close, inputs, masks, run
+
+DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, "n": 2.0}),
+            ("ssa_n2", {}), ("ssa_n1_5", {}), ("ssa_gpt2", {}), ("stablemax", {}),
+            ("temperature_softmax", {"tau": 0.5}),
+            ("temperature_softmax", {"learnable": True}), ("ssmax", {}),
+            ("softmax_plus_one", {}), ("learned_sink", {}), ("sigmoid", {}), ("relu", {}),
+            ("relu", {"length": "fixed"}), ("relu2", {}), ("relu2", {"length": "fixed"}),
+            ("sparsemax", {}), ("entmax15", {})]
+# (query block rows, key block, recompute): uneven cuts recomputed, uneven cuts kept, one block.
+TILINGS = [(4, 5, True), (3, 4, False), (64, None, True)]
+SHAPES = [(17, 17), (9, 17)]
+
+
+def blocked(scorer, block_size, key_block, recompute):
+    def fn(q, k, v, mask):
+        return blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask,
+                              block_size=block_size, key_block=key_block, recompute=recompute)
+    return fn
+
+
+def test_the_declaring_scorers():
+    declared = {n for n in scorers.list_scorers()
+                if "blocked" in scorers.get_scorer_class(n).fast_forms()}
+    assert declared == {name for name, _ in DECLARED}
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+@pytest.mark.parametrize("lq,lk", SHAPES, ids=["self", "cross"])
+def test_blocked_equals_reference_fp64(name, kwargs, lq, lk):
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64, lq, lk)
+    for mask_name, mask in masks(lq, lk).items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS if lq == lk else TILINGS[:1]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"{name}{kwargs} {lq}x{lk} {mask_name} {tiling}", tol=1e-12)
+            if mask_name == "random_empty_rows":
+                assert got[0][0, 1, 3].abs().max().item() == 0.0
+                assert all(torch.isfinite(x).all() for x in got[1])
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
+    scorer = make_scorer(name, kwargs)
+    q, k, v, g = inputs()
+    assert accelerate(scorer, "blocked", block_size=5) == {name: "blocked"}
+    for mask_name in ("padded_causal", "random_empty_rows"):
+        mask = masks()[mask_name]
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(scorer.attend, scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "learned_sink"])
+def test_bf16_in_and_out(name):
+    scorer = make_scorer(name)
+    q, k, v, g = inputs(torch.bfloat16)
+    mask = masks()["padded_causal"]
+    ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+    got = run(blocked(scorer, 4, 5, True), scorer, q, k, v, g, mask)
+    assert got[0].dtype == torch.bfloat16 and all(x.dtype == torch.bfloat16 for x in got[1][:3])
+    for a, b in zip([ref[0], *ref[1][:3]], [got[0], *got[1][:3]]):
+        assert (a.float() - b.float()).abs().max().item() <= 2e-2
+
+
+@pytest.mark.parametrize("kind,fn", [("sparsemax", entmax.sparsemax),
+                                     ("entmax15", entmax.entmax15)])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e3])
+def test_streamed_threshold_equals_the_sort_based_solver(kind, fn, scale):
+    """Over 5 key blocks of 7 keys, at every logit scale: the sort's weights, exactly."""
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 2, 9, 8, generator=gen, dtype=torch.float64) * scale
+    k = torch.randn(2, 2, 33, 8, generator=gen, dtype=torch.float64)
+    v = torch.eye(33, dtype=torch.float64).expand(2, 2, 33, 33)   # the output is the weights
+    mask = torch.rand(2, 1, 9, 33, generator=gen) > 0.3
+    mask[..., 0] = True
+    got = sparse_attend(q, k, v, mask, kind=kind, block_size=4, key_block=7, recompute=True)
+    s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~mask, float("-inf"))
+    want = fn(s, dim=-1)
+    assert (got - want).abs().max().item() <= 1e-12
+    assert torch.equal(got == 0, want == 0) or scale >= 1e3
+
+
+def test_ties_and_one_key_rows():
+    q = torch.zeros(1, 1, 3, 4, dtype=torch.float64)
+    k = torch.zeros(1, 1, 5, 4, dtype=torch.float64)
+    v = torch.eye(5, dtype=torch.float64)[None, None]
+    causal = torch.ones(3, 5, dtype=torch.bool).tril(2)[None, None]
+    for kind in ("sparsemax", "entmax15"):
+        w = sparse_attend(q, k, v, causal, kind=kind, key_block=2)
+        assert torch.allclose(w[0, 0, 0], torch.tensor([1 / 3] * 3 + [0.0] * 2,
+                                                       dtype=torch.float64), atol=1e-15)
+    one = torch.zeros(1, 1, 3, 5, dtype=torch.bool)
+    one[..., 0, 4] = True
+    out = sparse_attend(q, k, v, one, kind="entmax15", key_block=2)
+    assert out[0, 0, 0].tolist() == [0.0, 0.0, 0.0, 0.0, 1.0]
+    assert out[0, 0, 1:].abs().max().item() == 0.0
+
+
+def test_online_normalization_survives_far_apart_blocks():
+    """Logits of -1000 in the first key block and +1000 in the last: the running max rescales
+    what came before instead of overflowing or losing the row."""
+    q = torch.ones(1, 1, 2, 1, dtype=torch.float64)
+    k = torch.tensor([-1000.0, -999.0, 1000.0, 999.0], dtype=torch.float64).view(1, 1, 4, 1)
+    v = torch.eye(4, dtype=torch.float64)[None, None]
+    out = softmax_attend(q, k, v, key_block=2, query_scale=1.0)
+    want = torch.softmax(k.view(4), -1)
+    assert (out[0, 0, 0] - want).abs().max().item() <= 1e-15
+    out = softmax_attend(q, k, v, key_block=2, query_scale=1.0,
+                         sink=torch.full((1, 1, 1, 1), 2000.0, dtype=torch.float64))
+    assert out.abs().max().item() <= 1e-300                     # the sink takes it all
+
+
+def test_plan_tiles():
+    q = torch.zeros(2, 3, 10, 4)
+    causal = torch.ones(10, 10, dtype=torch.bool).tril()[None, None]
+    plan = plan_tiles(q, q, causal, block_size=4, key_block=3)
+    assert plan.causal and plan.blocks == ((0, 4, 4), (4, 8, 8), (8, 10, 10))
+    tiles = [(a, b, None if h is None else h[0]) for a, b, h in plan.tiles(4, 8, 8)]
+    assert tiles == [(0, 3, None), (3, 6, 2), (6, 8, 0)]    # masks only keys 5.. of rows 4..7
+    padded = causal & torch.tensor([True] * 6 + [False] * 4)
+    assert [e for _, _, e in plan_tiles(q, q, padded, block_size=4).blocks] == [4, 6, 6]
+    assert plan_tiles(q, q, None).recompute is False           # 10 keys: kept on a CPU
+    assert plan_tiles(q, q, None, recompute=True).recompute
+    with pytest.raises(TypeError, match="boolean"):
+        plan_tiles(q, q, torch.ones(10, 10))
+
+
+def test_bad_options_are_errors():
+    q, k, v, _ = inputs()
+    with pytest.raises(BlockedError, match="gate must be one of"):
+        gate_attend(q, k, v, gate="tanh")
+    with pytest.raises(BlockedError, match="query_scale"):
+        softmax_attend(q, k, v, query_scale=torch.ones(16))
+    with pytest.raises(BlockedError, match="block_size"):
+        softmax_attend(q, k, v, block_size=0)
+    with pytest.raises(BlockedError, match="sink"):
+        softmax_attend(q, k, v, sink=torch.zeros(3))
+
+
+def test_a_model_trains_through_the_blocked_form_like_the_reference():
+    torch.manual_seed(0)
+    layer = scorers.Attention(16, 2, "learned_sink")
+    x = torch.randn(2, 9, 16)
+    mask = masks(9, 9)["causal"]
+    layer(x, mask).square().sum().backward()
+    ref = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    assert accelerate(layer, "auto") == {"learned_sink": "sdpa"}
+    assert accelerate(layer, "blocked", block_size=4) == {"learned_sink": "blocked"}
+    assert fast_paths(layer) == {"scorer": "blocked"}
+    layer(x, mask).square().sum().backward()
+    for a, p in zip(ref, layer.parameters()):
+        assert (a - p.grad).abs().max().item() <= 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15"])
+def test_memory_grows_like_the_length(name):
+    """Peak memory of forward + backward at L = 2048 with the weights recomputed: well below one
+    (H, L, L) matrix, and growing from L = 1024 by less than the 4x of a quadratic."""
+    from tasks.bench import cpu_peak_bytes
+
+    scorer = make_scorer(name, num_heads=2)
+    accelerate(scorer, "blocked")
+    peaks = {}
+    for length in (1024, 2048):
+        q, k, v = (torch.randn(1, 2, length, 16) for _ in range(3))
+        mask = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
+
+        def step():
+            qq, kk, vv = (t.clone().requires_grad_() for t in (q, k, v))
+            scorer.attend(qq, kk, vv, mask).sum().backward()
+
+        peaks[length] = cpu_peak_bytes(step)
+    square = 2 * 2048 * 2048 * 4
+    assert peaks[2048] <= square / 3, peaks
+    assert peaks[2048] <= 3.2 * peaks[1024], peaks
