@@ -95,7 +95,7 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
 def render(curves: dict | None, outdir: Path) -> list[Path]:
     """``curves__<task>.png``: the validation metric against the training step (log axis), the
     mean over seeds with its 95% band, one line per scorer."""
-    from .plots import DPI, PNG_METADATA, safe_name
+    from .plots import safe_name, save_log_x
 
     paths = []
     for key, c in sorted((curves or {}).items()):
@@ -113,17 +113,10 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
                      else c["baseline_final"] / c["reach"])
             ax.axhline(level, color="0.4", lw=0.8, ls=":",
                        label=f"{c['reach']:g} of {c['baseline']}'s final")
-        ax.set_xscale("log")
-        ax.set_xlabel("training step")
-        ax.set_ylabel(f"{c['metric']} ({c['direction']} is better)")
-        ax.set_title(f"{key}: validation metric during training (mean over seeds, 95% band)",
-                     fontsize=9)
-        ax.legend(fontsize=7, loc="best", ncol=2)
-        ax.grid(True, lw=0.3, alpha=0.5)
-        path = Path(outdir) / f"{safe_name('curves', key)}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
-        paths.append(path)
+        paths.append(save_log_x(
+            fig, ax, Path(outdir) / f"{safe_name('curves', key)}.png", "training step",
+            f"{c['metric']} ({c['direction']} is better)",
+            f"{key}: validation metric during training (mean over seeds, 95% band)"))
     return paths
 
 

@@ -41,6 +41,18 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
 
 
+def save_log_x(fig: Figure, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Finish a plot of lines against a log-scaled x (legend, grid) and write it to ``path``."""
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="best", ncol=2)
+    ax.grid(True, lw=0.3, alpha=0.5)
+    _save(fig, path)
+    return path
+
+
 def _margins(fig: Figure, left_chars: int, bottom_in: float = 0.55, top_in: float = 0.35,
              right_in: float = 0.25) -> None:
     """Fixed margins in inches (cheaper than a layout engine): room for labels of

@@ -127,7 +127,7 @@ def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
 def render(tuning: dict | None, outdir: Path) -> list[Path]:
     """``tuning__<task>.png``: validation metric against learning rate, one line per scorer, the
     chosen rate marked."""
-    from .plots import DPI, PNG_METADATA, safe_name
+    from .plots import safe_name, save_log_x
 
     paths = []
     for task, t in sorted((tuning or {}).items()):
@@ -144,17 +144,10 @@ def render(tuning: dict | None, outdir: Path) -> list[Path]:
             if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
                 ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
                         color=line.get_color())
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel(f"{t['metric']} ({t['direction']} is better), mean over tuning seeds")
-        ax.set_title(f"{task}: validation metric against learning rate (star: chosen)",
-                     fontsize=9)
-        ax.legend(fontsize=7, loc="best", ncol=2)
-        ax.grid(True, lw=0.3, alpha=0.5)
-        path = Path(outdir) / f"{safe_name('tuning', task)}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
-        paths.append(path)
+        paths.append(save_log_x(
+            fig, ax, Path(outdir) / f"{safe_name('tuning', task)}.png", "learning rate",
+            f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
+            f"{task}: validation metric against learning rate (star: chosen)"))
     return paths
 
 
