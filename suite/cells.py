@@ -8,7 +8,6 @@ default changes the ``cell_id``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -84,53 +83,17 @@ class PlannedCell:
     tuning: dict | None = None
 
 
-def _coerce(default: Any, value: Any, where: str) -> Any:
-    """Check ``value`` against the type of the field's default; ints become floats for floats."""
-    def bad(kind):
-        return ProfileError(f"{where} must be {kind}, got {value!r}")
-
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise bad("true or false")
-    elif isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad("an integer")
-    elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad("a number")
-        return float(value)
-    elif isinstance(default, str):
-        if not isinstance(value, str):
-            raise bad("a string")
-    elif isinstance(default, (tuple, list)):
-        if not isinstance(value, (tuple, list)):
-            raise bad("a list")
-        return list(value)
-    return value
-
-
-def _field_default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
-
-
 def resolve_config(task, overrides: dict[str, Any], source=lambda key: "overrides") -> dict:
-    """The task's full config as a JSON object: its defaults with ``overrides`` applied.
+    """The task's full config as a JSON object: its defaults with ``overrides`` applied, checked
+    by the task's Config declaration (:mod:`tasks.config`).
 
     ``source(key)`` says where an override came from, for error messages."""
-    fields = {f.name: f for f in dataclasses.fields(task.Config)}
-    for key in overrides:
-        if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ProfileError(f"{source(key)}: unknown key {key!r} for task {task.name!r}{hint}; "
-                               f"valid keys: {', '.join(sorted(fields))}")
-    coerced = {k: _coerce(_field_default(fields[k]), v, f"{source(k)}: {k}")
-               for k, v in overrides.items()}
-    config = dataclasses.asdict(task.config(coerced, source=source("")))
+    from tasks import TaskError
+
+    try:
+        config = dataclasses.asdict(task.config(overrides, source=source))
+    except TaskError as e:
+        raise ProfileError(str(e)) from None
     try:
         return json.loads(canonical_json(config))
     except (TypeError, ValueError) as e:
@@ -139,14 +102,8 @@ def resolve_config(task, overrides: dict[str, Any], source=lambda key: "override
 
 
 def config_object(task, config: dict):
-    """The task's Config dataclass from a cell's JSON config (lists back to tuples where the
-    field's default is a tuple)."""
-    fields = {f.name: f for f in dataclasses.fields(task.Config)}
-    values = {}
-    for k, v in config.items():
-        default = _field_default(fields[k]) if k in fields else None
-        values[k] = tuple(v) if isinstance(default, tuple) and isinstance(v, list) else v
-    return task.config(values, source=f"cell config of task {task.name!r}")
+    """The task's Config dataclass from a cell's JSON config."""
+    return task.config(config, source=f"cell config of task {task.name!r}")
 
 
 def _split(spec: list[str] | str) -> list[str]:

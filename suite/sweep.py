@@ -128,6 +128,22 @@ class RunPlan:
         return None if self.tuning is None else self.tuning.follow_up
 
 
+def check_tunable(tuning: Tuning, task: str) -> None:
+    """Every axis of the task's grid is a field its Config declares tunable (tasks.config), so
+    that no grid changes a cell's budget or data."""
+    from tasks import get_task_class
+    from tasks.config import tunable_keys
+
+    allowed = tunable_keys(get_task_class(task).Config)
+    for key in tuning.grids[task]:
+        if key not in allowed:
+            raise ProfileError(
+                f"{tuning.origin(f'grid.{task}.{key}')}: [tuning.grid.{task}] {key}: task "
+                f"{task!r} does not declare {key!r} tunable; its tunable keys: "
+                f"{', '.join(allowed) or 'none'} (a Config field declares it with "
+                f"setting(default, tunable=True), tasks/config.py)")
+
+
 def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None = None,
              seeds: list[int] | None = None, tune: bool = True) -> RunPlan:
     """The cells of ``profile`` (see :func:`suite.cells.expand`), tuned as its ``[tuning]`` says
@@ -157,9 +173,10 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
                            f"seed(s) {overlap} with the reporting seeds {reporting_seeds}; the "
                            f"choice must never see a reporting seed: pick disjoint seeds")
     plan = TuningPlan(profile, tuning, {}, metrics)
-    for task in tuning.grids:              # every point resolves (unknown keys, bad types)
+    for task in tuning.grids:              # every point resolves (unknown keys, bad values)
         for point in points(tuning.grids[task]):
             plan.config(task, point)
+        check_tunable(tuning, task)
     untuned, pending = [], []
     for p in planned:
         key = (p.cell.task, p.cell.scorer)

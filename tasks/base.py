@@ -7,12 +7,14 @@ evaluation. ``run`` returns a :class:`TaskResult`; a training run that blows up 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import torch
 
+from .config import ConfigError, TaskConfig, check_fields, coerce_value
 from .registry import TaskError
 from .validation import Validation
 
@@ -121,27 +123,29 @@ class Task:
     # it and every cell records its learning curve; None for a task without training.
     validation: ClassVar[Validation | None] = None
 
-    def config(self, overrides: dict[str, Any] | None = None, *, source: str = "profile"):
-        """The task's config with ``overrides`` applied. Every task's config is checked here: an
-        unknown key, or a value not of its field's type (``int``, ``float``, ``bool``, ``str``,
-        ``tuple[...]``), is an error that names the key; ints become floats for float fields and
-        lists tuples for tuple fields. The Config's ``__post_init__`` then checks ranges."""
+    def config(self, overrides: dict[str, Any] | None = None, *,
+               source: str | Callable[[str], str] = "profile"):
+        """The task's Config with ``overrides`` applied, checked by its declaration
+        (:mod:`tasks.config`). An unknown key or a value its field does not allow is a TaskError
+        that starts with ``source`` (or ``source(key)``: where that key was written)."""
+        where = source if callable(source) else (lambda key: source)
         fields = {f.name: f for f in dataclasses.fields(self.Config)}
-        overrides = dict(overrides or {})
-        unknown = sorted(set(overrides) - set(fields))
-        if unknown:
-            raise TaskError(
-                f"{source}: unknown key(s) {unknown} for task {self.name!r}; "
-                f"valid keys: {', '.join(sorted(fields))}"
-            )
-        values = {}
-        for key, value in overrides.items():
-            try:
-                values[key] = coerce_value(fields[key], value)
-            except TaskError as e:
-                raise TaskError(f"{source}: task {self.name!r}: {e}") from None
-        cfg = self.Config(**values)
-        self.metric_specs(cfg, source=source)
+        for key in overrides or {}:
+            if key not in fields:
+                close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise TaskError(f"{where(key)}: unknown key {key!r} for task {self.name!r}{hint}; "
+                                f"valid keys: {', '.join(sorted(fields))}")
+        try:
+            values = {k: coerce_value(fields[k], v) for k, v in (overrides or {}).items()}
+            cfg = self.Config(**values)
+            if not isinstance(cfg, TaskConfig):
+                check_fields(cfg)
+        except ConfigError as e:
+            raise TaskError(f"{where(e.key or '')}: task {self.name!r}: {e}") from None
+        except TaskError as e:
+            raise TaskError(f"{where('')}: task {self.name!r}: {e}") from None
+        self.metric_specs(cfg, source=where(HEADLINE_KEY))
         return cfg
 
     def metrics_for(self, config) -> dict[str, Metric]:
@@ -177,56 +181,6 @@ class Task:
     def run(self, scorer: str, scorer_kwargs: dict[str, Any], seed: int, config: Any,
             ctx: RunContext) -> TaskResult:
         raise NotImplementedError
-
-
-def _kind(f: dataclasses.Field) -> str:
-    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-
-
-def coerce_value(f: dataclasses.Field, value: Any) -> Any:
-    """``value`` checked against the annotation of the config field ``f`` and normalized (TOML
-    lists -> tuples, ints -> floats, integral floats -> ints); a mismatch is a TaskError."""
-    kind = _kind(f)
-    try:
-        if kind.startswith("tuple"):
-            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                raise TypeError
-            inner = kind[kind.index("[") + 1:].split(",")[0].strip() if "[" in kind else "any"
-            return tuple(_scalar(v, inner) for v in value)
-        return _scalar(value, kind)
-    except (TypeError, ValueError):
-        raise TaskError(f"config key {f.name!r} must be of type {kind}, got {value!r}") from None
-
-
-def coerce_field_types(cfg) -> None:
-    """Check and normalize every value of a config dataclass in place (see :func:`coerce_value`);
-    for a Config's ``__post_init__``, so that one built directly is checked too."""
-    for f in dataclasses.fields(cfg):
-        setattr(cfg, f.name, coerce_value(f, getattr(cfg, f.name)))
-
-
-def _scalar(value, kind: str):
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise TypeError
-        return value
-    if isinstance(value, bool):
-        raise TypeError
-    if kind == "int":
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if not isinstance(value, int):
-            raise TypeError
-        return value
-    if kind == "float":
-        if not isinstance(value, (int, float)):
-            raise TypeError
-        return float(value)
-    if kind == "str":
-        if not isinstance(value, str):
-            raise TypeError
-        return value
-    return value
 
 
 def micro_batches(batch_size: int, accumulation: int) -> list[slice]:

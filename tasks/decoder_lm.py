@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from .base import Metric, RunContext, Task, TaskResult
+from .config import TaskConfig, setting
 from .validation import Curve, Validation
 from .data import corpora, fineweb
 from .data.bpe import TextTokenizer
@@ -63,74 +64,49 @@ TRAIN_FIELDS = ("corpus", "vocab_size", *MODEL_FIELDS, "steps", "batch_size", "l
 
 
 @dataclass
-class DecoderLMConfig:
+class DecoderLMConfig(TaskConfig):
     # data and tokenizer
-    corpus: str = "nltk_mix"              # nltk_mix | tinyshakespeare | fineweb_edu
-    vocab_size: int = 8192
+    corpus: str = setting("nltk_mix", choices=lambda: (*corpora.TRAINING_CORPORA, fineweb.NAME))
+    vocab_size: int = setting(8192, ge=1)
     # model (defaults: a small CPU model; the paper profile sets the 114M configuration)
-    n_layer: int = 4
-    dim: int = 256
-    n_head: int = 8
-    n_kv_head: int = 4
-    ffn_dim: int = 1024
-    max_len: int = 256
-    rotary_fraction: float = 0.5
-    rope_base: float = 10000.0
+    n_layer: int = setting(4, ge=1)
+    dim: int = setting(256, ge=1)
+    n_head: int = setting(8, ge=1)
+    n_kv_head: int = setting(4, ge=1)
+    ffn_dim: int = setting(1024, ge=1)
+    max_len: int = setting(256, ge=1)
+    rotary_fraction: float = setting(0.5, ge=0, le=1)
+    rope_base: float = setting(10000.0, gt=0)
     zero_centered_gamma: bool = True
-    norm_eps: float = 1e-5
-    init_std: float = 0.0134
+    norm_eps: float = setting(1e-5, gt=0)
+    init_std: float = setting(0.0134, gt=0)
     # training
-    steps: int = 1000
-    batch_size: int = 16
-    lr: float = 3e-4
-    min_lr: float = 3e-5
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    adam_eps: float = 1e-5
-    grad_clip: float = 1.0
+    steps: int = setting(1000, ge=1)
+    batch_size: int = setting(16, ge=1)
+    lr: float = setting(3e-4, gt=0, tunable=True)
+    min_lr: float = setting(3e-5, ge=0)
+    warmup_steps: int = setting(100, ge=0)
+    weight_decay: float = setting(0.1, ge=0, tunable=True)
+    beta1: float = setting(0.9, ge=0, lt=1)
+    beta2: float = setting(0.95, ge=0, lt=1)
+    adam_eps: float = setting(1e-5, gt=0)
+    grad_clip: float = setting(1.0, ge=0)
     bf16: bool = True                     # autocast to bfloat16 on CUDA (CPU runs in fp32)
-    diverge_factor: float = 1.5           # diverged: smoothed loss > factor * ln(V) (training.py)
-    log_every: int = 50
+    diverge_factor: float = setting(1.5, gt=0)   # diverged: smoothed loss > factor * ln(V)
+    log_every: int = setting(50, ge=1)
     # evaluation
-    ppl_protocol: str = "rolling"         # rolling | windows
-    ppl_sets: list = field(default_factory=lambda: list(PPL_SETS))
-    ppl_max_docs: int = -1                # first N documents of each OOD set (-1: all)
-    ppl_max_tokens: int = -1              # then the first documents within N tokens (-1: all)
-    heldout_max_tokens: int = -1          # the same token cap for the held-out split
-    benchmarks: list = field(default_factory=lambda: list(BENCHMARKS))
-    n_shot: int = 0
-    max_items: int = -1                   # first N items of each benchmark (-1: all)
+    ppl_protocol: str = setting("rolling", choices=PROTOCOLS)
+    ppl_sets: tuple[str, ...] = setting(PPL_SETS, choices=PPL_SETS)
+    ppl_max_docs: int = setting(-1, ge=-1)        # first N documents of each OOD set (-1: all)
+    ppl_max_tokens: int = setting(-1, ge=-1)      # then the first documents within N tokens
+    heldout_max_tokens: int = setting(-1, ge=-1)  # the same token cap for the held-out split
+    benchmarks: tuple[str, ...] = setting(tuple(BENCHMARKS), choices=tuple(BENCHMARKS))
+    n_shot: int = setting(0, ge=0)
+    max_items: int = setting(-1, ge=-1)           # first N items of each benchmark (-1: all)
     add_bos: bool = False
-    eval_batch_tokens: int = 8192
-    context_multiples: list = field(default_factory=lambda: [1, 2, 4])  # [] : no length test
-    headline_metrics: list = field(default_factory=list)  # [] : the declared headline metrics
-
-    def __post_init__(self):
-        if self.corpus not in (*corpora.TRAINING_CORPORA, fineweb.NAME):
-            raise TaskError(f"decoder_lm: corpus={self.corpus!r} is unknown; use one of "
-                            f"{', '.join((*corpora.TRAINING_CORPORA, fineweb.NAME))}")
-        if self.ppl_protocol not in PROTOCOLS:
-            raise TaskError(f"decoder_lm: ppl_protocol={self.ppl_protocol!r} is unknown; use one "
-                            f"of {', '.join(PROTOCOLS)}")
-        for name in self.ppl_sets:
-            if name not in PPL_SETS:
-                raise TaskError(f"decoder_lm: ppl_sets has unknown set {name!r}; known: "
-                                f"{', '.join(PPL_SETS)}")
-        for name in self.benchmarks:
-            if name not in BENCHMARKS:
-                raise TaskError(f"decoder_lm: benchmarks has unknown benchmark {name!r}; known: "
-                                f"{', '.join(BENCHMARKS)}")
-        if self.n_shot < 0:
-            raise TaskError(f"decoder_lm: n_shot={self.n_shot} must be >= 0")
-        for m in self.context_multiples:
-            if m not in CONTEXT_MULTIPLES:
-                raise TaskError(f"decoder_lm: context_multiples has {m!r}; use some of "
-                                f"{list(CONTEXT_MULTIPLES)}")
-        if self.steps < 1 or self.warmup_steps < 0:
-            raise TaskError(f"decoder_lm: steps={self.steps} must be >= 1 and "
-                            f"warmup_steps={self.warmup_steps} >= 0")
+    eval_batch_tokens: int = setting(8192, ge=1)
+    context_multiples: tuple[int, ...] = setting((1, 2, 4), choices=CONTEXT_MULTIPLES)  # () : none
+    headline_metrics: tuple[str, ...] = ()        # () : the declared headline metrics
 
     def model_config(self, vocab_size: int, scorer: str, scorer_kwargs: dict) -> DecoderConfig:
         return DecoderConfig(vocab_size=vocab_size, scorer=scorer, scorer_kwargs=dict(scorer_kwargs),

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .base import Metric, RunContext, Task, TaskResult, coerce_field_types
+from .base import Metric, RunContext, Task, TaskResult
+from .config import ConfigError, TaskConfig, setting
 from .data import zorro
 from .data.mlm_data import ORDERS, OBJECTIVES, PAD_ID, EncoderData, corrupt, load_data, pad_batch
 from .data.mlm_data import training_items
@@ -43,71 +44,50 @@ from .training import (AdamW, Divergence, accumulated_backward, autocast, derive
 
 
 @dataclass
-class EncoderMLMConfig:
+class EncoderMLMConfig(TaskConfig):
     """Defaults: BabyBERTa (phueb/BabyBERTa ``params.py``) on the staged AO-CHILDES; docs/tasks.md#encoder_mlm."""
 
     # model
-    n_layer: int = 8
-    n_head: int = 8
-    n_embd: int = 256
-    ffn_dim: int = 1024
-    max_position_embeddings: int = 130
-    dropout: float = 0.1
-    layer_norm_eps: float = 1e-5
-    init_std: float = 0.02
-    # data and objective
-    order: str = "shuffled"            # or "age_ordered": sentences in corpus order, copies together
-    objective: str = "babyberta"       # or "hf"
-    mask_probability: float = 0.15
-    mask_copies: int = 10
+    n_layer: int = setting(8, ge=1)
+    n_head: int = setting(8, ge=1)
+    n_embd: int = setting(256, ge=1)
+    ffn_dim: int = setting(1024, ge=1)
+    max_position_embeddings: int = setting(130, ge=2 + PAD_ID + 2)   # room for <s> x </s>
+    dropout: float = setting(0.1, ge=0, lt=1)
+    layer_norm_eps: float = setting(1e-5, gt=0)
+    init_std: float = setting(0.02, gt=0)
+    # data and objective: "age_ordered" keeps sentences in corpus order, copies together
+    order: str = setting("shuffled", choices=ORDERS)
+    objective: str = setting("babyberta", choices=OBJECTIVES)
+    mask_probability: float = setting(0.15, gt=0, lt=1)
+    mask_copies: int = setting(10, ge=1)
     # training: AdamW, linear warm-up then linear decay to 0 at the last step, clipping.
     # bias_correction = false is BabyBERTa's transformers.AdamW(correct_bias=False): the moments'
     # 1/(1 - beta^t) corrections are left out (tasks.training.AdamW); true gives torch's AdamW.
     bias_correction: bool = False
-    batch_size: int = 16
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-6
-    warmup_steps: int = 24_000
-    max_steps: int = 0                 # 0: one pass over the masked copies
-    grad_clip: float = 1.0
-    diverge_factor: float = 2.0        # diverged: smoothed loss > factor * ln(V) (training.py)
+    batch_size: int = setting(16, ge=1)
+    lr: float = setting(1e-4, gt=0, tunable=True)
+    weight_decay: float = setting(0.0, ge=0, tunable=True)
+    adam_beta1: float = setting(0.9, ge=0, lt=1)
+    adam_beta2: float = setting(0.999, ge=0, lt=1)
+    adam_eps: float = setting(1e-6, gt=0)
+    warmup_steps: int = setting(24_000, ge=0)
+    max_steps: int = setting(0, ge=0)                # 0: one pass over the masked copies
+    grad_clip: float = setting(1.0, ge=0)
+    diverge_factor: float = setting(2.0, ge=0)       # diverged: smoothed loss > factor * ln(V)
     # evaluation
-    zorro_pairs: int = 2000            # the first n pairs of every paradigm
-    val_sentences: int = 0             # the first n held-out sentences (never the last
-                                       # VALIDATION_SENTENCES, the validation metric's); 0: all
+    zorro_pairs: int = setting(2000, ge=1, le=zorro.PAIRS_PER_PARADIGM)  # the first n per paradigm
+    val_sentences: int = setting(0, ge=0)            # the first n held-out sentences (never the
+                                                     # last VALIDATION_SENTENCES, the validation
+                                                     # metric's); 0: all
     val_mask_seed: int = 0
-    eval_batch_size: int = 256
-    log_every: int = 100
+    eval_batch_size: int = setting(256, ge=1)
+    log_every: int = setting(100, ge=1)
 
-    def __post_init__(self):
-        coerce_field_types(self)
-        positive = ("n_layer", "n_head", "n_embd", "ffn_dim", "mask_copies", "batch_size",
-                    "zorro_pairs", "eval_batch_size", "log_every")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise TaskError(f"encoder_mlm: config key {name!r} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "max_steps", "val_sentences", "weight_decay", "grad_clip",
-                     "diverge_factor", "dropout"):
-            if getattr(self, name) < 0:
-                raise TaskError(f"encoder_mlm: config key {name!r} must be >= 0, got {getattr(self, name)}")
+    def check(self) -> None:
         if self.n_embd % self.n_head:
-            raise TaskError(f"encoder_mlm: n_embd={self.n_embd} must be a multiple of n_head={self.n_head}")
-        if self.objective not in OBJECTIVES:
-            raise TaskError(f"encoder_mlm: objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if self.order not in ORDERS:
-            raise TaskError(f"encoder_mlm: order must be one of {ORDERS}, got {self.order!r}")
-        if not 0 < self.mask_probability < 1:
-            raise TaskError(f"encoder_mlm: mask_probability must be in (0, 1), got {self.mask_probability}")
-        if not self.lr > 0:
-            raise TaskError(f"encoder_mlm: lr must be > 0, got {self.lr}")
-        if self.zorro_pairs > zorro.PAIRS_PER_PARADIGM:
-            raise TaskError(f"encoder_mlm: zorro_pairs={self.zorro_pairs} exceeds the "
-                            f"{zorro.PAIRS_PER_PARADIGM} pairs of a paradigm")
-        if self.max_position_embeddings < 2 + PAD_ID + 2:
-            raise TaskError("encoder_mlm: max_position_embeddings must leave room for <s> x </s>")
+            raise ConfigError(f"encoder_mlm: n_embd={self.n_embd} must be a multiple of "
+                              f"n_head={self.n_head}")
 
     def model_config(self, scorer: str, scorer_kwargs: dict, vocab_size: int) -> EncoderConfig:
         return EncoderConfig(vocab_size=vocab_size, max_position_embeddings=self.max_position_embeddings,

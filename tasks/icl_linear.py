@@ -33,6 +33,7 @@ import torch
 from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
+from .config import ConfigError, setting
 from .icl_training import (
     VALIDATION_SEQUENCES,
     ICLTaskConfig,
@@ -44,7 +45,7 @@ from .icl_training import (
     save_checkpoint,
     train,
 )
-from .registry import TaskError, register_task
+from .registry import register_task
 from .training import generator, scorer_parameter_values, training_dtype
 from .validation import Validation
 
@@ -92,29 +93,27 @@ def least_squares_predictions(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tenso
 
 @dataclass
 class LinearConfig(ICLTaskConfig):
-    eval_points: tuple[int, ...] = (9, 41)
-    eval_sigma_x: tuple[float, ...] = tuple(float(s) for s in range(1, 11))
-    eval_sigma: tuple[float, ...] = tuple(float(s) for s in range(1, 11))
-    eval_functions: int = 100
-    mse_start: int = 3
+    eval_points: tuple[int, ...] = setting((9, 41), ge=1, nonempty=True)
+    # standard deviations
+    eval_sigma_x: tuple[float, ...] = setting(tuple(float(s) for s in range(1, 11)), gt=0,
+                                              nonempty=True)
+    eval_sigma: tuple[float, ...] = setting(tuple(float(s) for s in range(1, 11)), gt=0,
+                                            nonempty=True)
+    eval_functions: int = setting(100, ge=1)
+    mse_start: int = setting(3, ge=0)
 
-    def __post_init__(self):
-        super().__post_init__()
-        if not self.eval_points or not self.eval_sigma_x or not self.eval_sigma:
-            raise TaskError("eval_points, eval_sigma_x and eval_sigma must be non-empty")
-        if any(s <= 0 for s in (*self.eval_sigma_x, *self.eval_sigma)):
-            raise TaskError("eval_sigma_x and eval_sigma are standard deviations and must be > 0")
+    def check(self) -> None:
+        super().check()
         if 1.0 not in self.eval_sigma_x or 1.0 not in self.eval_sigma or \
                 PAPER_POINTS not in self.eval_points or PAPER_POINTS > self.trained_points():
-            raise TaskError("the headlines need the paper's in-distribution cell: eval_sigma_x and "
-                            f"eval_sigma must contain 1, eval_points must contain T={PAPER_POINTS}, and "
-                            f"training must reach {PAPER_POINTS} points (it ends at "
-                            f"{self.trained_points()}: raise curriculum_end or train_steps)")
-        if self.mse_start < 0 or min(self.eval_points) <= self.mse_start:
-            raise TaskError(f"mse_start={self.mse_start} must be >= 0 and below every eval point "
-                            f"{self.eval_points}")
-        if self.eval_functions < 1:
-            raise TaskError(f"eval_functions must be >= 1, got {self.eval_functions}")
+            raise ConfigError("the headlines need the paper's in-distribution cell: eval_sigma_x "
+                              f"and eval_sigma must contain 1, eval_points must contain "
+                              f"T={PAPER_POINTS}, and training must reach {PAPER_POINTS} points "
+                              f"(it ends at {self.trained_points()}: raise curriculum_end or "
+                              "train_steps)")
+        if min(self.eval_points) <= self.mse_start:
+            raise ConfigError(f"mse_start={self.mse_start} must be below every eval point "
+                              f"{self.eval_points}", "mse_start")
         self.check_points("eval_points", self.eval_points)
 
 

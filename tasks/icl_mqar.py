@@ -42,6 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
+from .config import ConfigError, setting
 from .icl_training import (
     VALIDATION_SEQUENCES,
     ICLTaskConfig,
@@ -110,42 +111,44 @@ class MQARConfig(ICLTaskConfig):
     """The ICL fields (``n_positions`` = the longest evaluated length; the curriculum is unused)
     and the MQAR data and grid."""
 
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 256
-    n_positions: int = 512
-    train_steps: int = 20_000
-    lr: float = 1e-3
-    vocab_size: int = 8192
-    train_len: int = 128
-    train_pairs: tuple[int, ...] = (4, 8, 16, 32)
-    power_a: float = 0.01
-    eval_lengths: tuple[int, ...] = (128, 256, 512)
-    eval_pairs: tuple[int, ...] = (4, 8, 16, 32, 64)
-    eval_sequences: int = 256
-    rotary_fraction: float = 1.0
-    rope_base: float = 10000.0
+    n_layer: int = setting(2, ge=1)
+    n_head: int = setting(2, ge=1)
+    n_embd: int = setting(256, ge=1)
+    n_positions: int = setting(512, ge=1)
+    train_steps: int = setting(20_000, ge=1)
+    lr: float = setting(1e-3, gt=0, tunable=True)
+    vocab_size: int = setting(8192, ge=1)
+    train_len: int = setting(128, ge=1)
+    train_pairs: tuple[int, ...] = setting((4, 8, 16, 32), ge=1, nonempty=True)
+    power_a: float = setting(0.01, gt=0)
+    eval_lengths: tuple[int, ...] = setting((128, 256, 512), ge=1, nonempty=True)
+    eval_pairs: tuple[int, ...] = setting((4, 8, 16, 32, 64), ge=1, nonempty=True)
+    eval_sequences: int = setting(256, ge=1)
+    rotary_fraction: float = setting(1.0, ge=0, le=1)
+    rope_base: float = setting(10000.0, gt=0)
 
     def __post_init__(self):
         self.curriculum_start = self.curriculum_end = min(self.train_len, self.n_positions)
         super().__post_init__()
+
+    def check(self) -> None:
+        super().check()
         if not self.mlp:
-            raise TaskError("icl_mqar: the decoder backbone always has an MLP; set mlp = true")
-        if not self.train_pairs or not self.eval_lengths or not self.eval_pairs:
-            raise TaskError("icl_mqar: train_pairs, eval_lengths and eval_pairs must be non-empty")
-        if not self.power_a > 0:
-            raise TaskError(f"icl_mqar: power_a must be > 0, got {self.power_a}")
+            raise ConfigError("icl_mqar: the decoder backbone always has an MLP; set mlp = true",
+                              "mlp")
         for n in self.train_pairs:
             check_shape(self.train_len, n, self.vocab_size)
         if self.train_len not in self.eval_lengths:
-            raise TaskError(f"icl_mqar: eval_lengths {self.eval_lengths} must contain train_len="
-                            f"{self.train_len} (the in-distribution column)")
+            raise ConfigError(f"icl_mqar: eval_lengths {self.eval_lengths} must contain train_len="
+                              f"{self.train_len} (the in-distribution column)", "eval_lengths")
         if not any(n in self.eval_pairs for n in self.train_pairs):
-            raise TaskError(f"icl_mqar: eval_pairs {self.eval_pairs} must contain one of "
-                            f"train_pairs {self.train_pairs} (the in-distribution cells)")
+            raise ConfigError(f"icl_mqar: eval_pairs {self.eval_pairs} must contain one of "
+                              f"train_pairs {self.train_pairs} (the in-distribution cells)",
+                              "eval_pairs")
         for n in self.eval_pairs:
             if not any(fits(t, n) for t in self.eval_lengths):
-                raise TaskError(f"icl_mqar: {n} pairs fit none of eval_lengths {self.eval_lengths}")
+                raise ConfigError(f"icl_mqar: {n} pairs fit none of eval_lengths "
+                                  f"{self.eval_lengths}", "eval_pairs")
             check_shape(max(self.eval_lengths), n, self.vocab_size)
         self.check_points("eval_lengths", self.eval_lengths)
 

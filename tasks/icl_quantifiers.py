@@ -45,6 +45,7 @@ import torch
 from torch.nn import functional as F
 
 from .base import Metric, RunContext, Task, TaskResult
+from .config import ConfigError, setting
 from .icl_training import (
     VALIDATION_SEQUENCES,
     ICLTaskConfig,
@@ -58,7 +59,7 @@ from .icl_training import (
     save_checkpoint,
     train,
 )
-from .registry import TaskError, register_task
+from .registry import register_task
 from .training import generator, scorer_parameter_values, training_dtype
 from .validation import Curve, Validation
 
@@ -108,32 +109,29 @@ def sample_sequences(quantifier: str):
 
 @dataclass
 class QuantifiersConfig(ICLTaskConfig):
-    quantifier: str = "both"  # "every", "some" or "both"
-    eval_points: tuple[int, ...] = tuple(range(10, 201, 10))
-    eval_sigmas: tuple[float, ...] = tuple(float(s) for s in range(1, 30))
+    quantifier: str = setting("both", choices=(*QUANTIFIERS, "both"))
+    # labels depend on signs, so the scales are > 0
+    eval_points: tuple[int, ...] = setting(tuple(range(10, 201, 10)), gt=IGNORED_PREDICTIONS,
+                                           nonempty=True)
+    eval_sigmas: tuple[float, ...] = setting(tuple(float(s) for s in range(1, 30)), gt=0,
+                                             nonempty=True)
     deviant_points: int = 41
-    deviant_values: tuple[float, ...] = (10.0, -10.0, 100.0, -100.0, 1000.0, -1000.0, 1e4, -1e4)
+    deviant_values: tuple[float, ...] = setting(
+        (10.0, -10.0, 100.0, -100.0, 1000.0, -1000.0, 1e4, -1e4), nonempty=True)
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.quantifier not in (*QUANTIFIERS, "both"):
-            raise TaskError(f"quantifier must be 'every', 'some' or 'both', got {self.quantifier!r}")
-        if not self.eval_points or not self.eval_sigmas or not self.deviant_values:
-            raise TaskError("eval_points, eval_sigmas and deviant_values must be non-empty")
-        if any(s <= 0 for s in self.eval_sigmas):
-            raise TaskError(f"eval_sigmas must be > 0 (labels depend on signs), got {self.eval_sigmas}")
+    def check(self) -> None:
+        super().check()
         if 1.0 not in self.eval_sigmas or min(self.eval_points) > self.curriculum_start:
-            raise TaskError("the grid needs an in-distribution cell: eval_sigmas must contain 1 and "
-                            f"eval_points a length <= curriculum_start={self.curriculum_start}")
-        if min(self.eval_points) <= IGNORED_PREDICTIONS:
-            raise TaskError(f"eval_points must be > {IGNORED_PREDICTIONS} (the first "
-                            f"{IGNORED_PREDICTIONS} predictions are not scored)")
+            raise ConfigError("the grid needs an in-distribution cell: eval_sigmas must contain 1 "
+                              f"and eval_points a length <= curriculum_start="
+                              f"{self.curriculum_start}")
         shortest = max(4, *PAPER_VARIANT)
         if not shortest <= self.deviant_points <= self.trained_points():
-            raise TaskError(f"deviant_points={self.deviant_points} must be between {shortest} (the "
-                            f"paper's variant puts a value at point {max(PAPER_VARIANT)}) and the last "
-                            f"training length {self.trained_points()}, so the deviant test shifts no "
-                            "length; lower deviant_points or train longer")
+            raise ConfigError(f"deviant_points={self.deviant_points} must be between {shortest} "
+                              f"(the paper's variant puts a value at point {max(PAPER_VARIANT)}) "
+                              f"and the last training length {self.trained_points()}, so the "
+                              "deviant test shifts no length; lower deviant_points or train "
+                              "longer", "deviant_points")
         self.check_points("eval_points", self.eval_points)
         self.check_points("deviant_points", (self.deviant_points,))
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import RunContext, coerce_field_types
+from .base import RunContext
+from .config import ConfigError, TaskConfig, setting
 from .models.icl import ICLModel, ICLModelConfig
-from .registry import TaskError
 from .training import (Divergence, accumulated_backward, autocast, derive_seed, prepare_model,
                        row_share)
 from .validation import Curve
@@ -21,63 +21,49 @@ from .validation import Curve
 # at the final training length; the learning curve scores every CURVE_STRIDE-th of them.
 VALIDATION_SEQUENCES = 512
 CURVE_STRIDE = 4
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
-class ICLTaskConfig:
+class ICLTaskConfig(TaskConfig):
     """Fields shared by the ICL tasks; defaults are the paper's setting (docs/tasks.md#paper-sizes)."""
 
     # backbone
-    n_layer: int = 12
-    n_head: int = 8
-    n_embd: int = 256
-    n_positions: int = 256
+    n_layer: int = setting(12, ge=1)
+    n_head: int = setting(8, ge=1)
+    n_embd: int = setting(256, ge=1)
+    n_positions: int = setting(256, ge=1)
     mlp: bool = True
     # training: Adam, no weight decay, constant learning rate, fresh samples every step
-    train_steps: int = 500_001
-    batch_size: int = 64
-    lr: float = 1e-4
+    train_steps: int = setting(500_001, ge=1)
+    batch_size: int = setting(64, ge=1)
+    lr: float = setting(1e-4, gt=0, tunable=True)
     # curriculum: T = min(curriculum_end, curriculum_start + curriculum_increment * (step // curriculum_every))
-    curriculum_start: int = 11
-    curriculum_end: int = 41
-    curriculum_increment: int = 2
-    curriculum_every: int = 2000
+    curriculum_start: int = setting(11, ge=1)
+    curriculum_end: int = setting(41, ge=1)
+    curriculum_increment: int = setting(2, ge=0)
+    curriculum_every: int = setting(2000, ge=1)
     # failure rule (tasks.training.Divergence): a non-finite loss is "nan"; the smoothed loss above
     # diverge_factor x the first loss is "diverged"
-    diverge_factor: float = 1e4
+    diverge_factor: float = setting(1e4, gt=1)
     # evaluation
-    eval_sequences: int = 64
-    eval_batch_tokens: int = 32768
-    loss_log_points: int = 100
+    eval_sequences: int = setting(64, ge=1)
+    eval_batch_tokens: int = setting(32768, ge=1)
+    loss_log_points: int = setting(100, ge=1)
     # training precision: "fp32" (the paper's) or "bf16" (autocast); evaluation is always fp32
-    precision: str = "fp32"
+    precision: str = setting("fp32", choices=PRECISIONS)
     # non-empty: the headline metrics in this setting instead of the declared ones (Task.metric_specs)
     headline_metrics: tuple[str, ...] = ()
 
-    def __post_init__(self):
-        coerce_field_types(self)
-        positive = ("n_layer", "n_head", "n_embd", "n_positions", "train_steps", "batch_size",
-                    "curriculum_start", "curriculum_end", "curriculum_every", "eval_sequences",
-                    "eval_batch_tokens", "loss_log_points")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise TaskError(f"config key {name!r} must be >= 1, got {getattr(self, name)}")
+    def check(self) -> None:
         if self.n_embd % self.n_head:
-            raise TaskError(f"n_embd={self.n_embd} must be a multiple of n_head={self.n_head}")
-        if not self.lr > 0:
-            raise TaskError(f"config key 'lr' must be > 0, got {self.lr}")
-        if self.curriculum_increment < 0:
-            raise TaskError(f"curriculum_increment must be >= 0, got {self.curriculum_increment}")
+            raise ConfigError(f"n_embd={self.n_embd} must be a multiple of n_head={self.n_head}")
         if self.curriculum_end < self.curriculum_start:
-            raise TaskError(f"curriculum_end={self.curriculum_end} is below curriculum_start="
-                            f"{self.curriculum_start}; set curriculum_end >= curriculum_start")
+            raise ConfigError(f"curriculum_end={self.curriculum_end} is below curriculum_start="
+                              f"{self.curriculum_start}; set curriculum_end >= curriculum_start")
         if self.curriculum_end > self.n_positions:
-            raise TaskError(f"curriculum_end={self.curriculum_end} exceeds n_positions={self.n_positions}; "
-                            "raise n_positions")
-        if not self.diverge_factor > 1:
-            raise TaskError(f"diverge_factor must be > 1, got {self.diverge_factor}")
-        if self.precision not in PRECISIONS:
-            raise TaskError(f"precision must be one of {sorted(PRECISIONS)}, got {self.precision!r}")
+            raise ConfigError(f"curriculum_end={self.curriculum_end} exceeds n_positions="
+                              f"{self.n_positions}; raise n_positions")
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
         return ICLModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
@@ -96,8 +82,8 @@ class ICLTaskConfig:
         """Evaluation lengths must fit the position table."""
         too_long = [t for t in values if t > self.n_positions]
         if too_long:
-            raise TaskError(f"{name} has lengths {too_long} above n_positions={self.n_positions}; "
-                            "raise n_positions or shorten the grid")
+            raise ConfigError(f"{name} has lengths {too_long} above n_positions="
+                              f"{self.n_positions}; raise n_positions or shorten the grid", name)
 
 
 @dataclass(frozen=True)
@@ -127,7 +113,6 @@ def build_model(cfg: ICLTaskConfig, scorer: str, scorer_kwargs: dict, seed: int,
     return model
 
 
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass

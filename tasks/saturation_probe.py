@@ -35,40 +35,39 @@ import torch
 import scorers
 from scorers import causal_mask
 
-from .base import Metric, RunContext, Task, TaskResult, coerce_field_types
+from .base import Metric, RunContext, Task, TaskResult
+from .config import ConfigError, TaskConfig, setting
 from .icl_training import grid, mean_of
-from .registry import TaskError, register_task
+from .registry import register_task
 from .training import generator, scorer_parameter_values
 
 
 @dataclass
-class ProbeConfig:
-    lambdas: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 1e4)
-    dominant_logits: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0, 1e4, 1e5)
+class ProbeConfig(TaskConfig):
+    lambdas: tuple[float, ...] = setting((0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0,
+                                          1e4), gt=0, nonempty=True)
+    dominant_logits: tuple[float, ...] = setting((1.0, 10.0, 100.0, 1000.0, 1e4, 1e5),
+                                                 nonempty=True)
     headline_lambda: float = 10.0
     headline_dominant: float = 100.0
-    rows: int = 256
-    n_keys: int = 16
-    head_dim: int = 16
-    scorer_max_len: int = 1024
+    rows: int = setting(256, ge=1)
+    n_keys: int = setting(16, ge=2)
+    head_dim: int = setting(16, ge=1)
+    scorer_max_len: int = setting(1024, ge=1)
     example_logits: tuple[float, ...] = (1.0, 0.5, -0.3, 0.2)
 
-    def __post_init__(self):
-        coerce_field_types(self)
+    def check(self) -> None:
         if self.headline_lambda not in self.lambdas:
-            raise TaskError(f"headline_lambda={self.headline_lambda} must be one of lambdas {self.lambdas}")
+            raise ConfigError(f"headline_lambda={self.headline_lambda} must be one of lambdas "
+                              f"{self.lambdas}", "headline_lambda")
         if self.headline_dominant not in self.dominant_logits:
-            raise TaskError(f"headline_dominant={self.headline_dominant} must be one of dominant_logits "
-                            f"{self.dominant_logits}")
-        if any(v <= 0 for v in self.lambdas):
-            raise TaskError(f"lambdas must be > 0, got {self.lambdas}")
-        for name in ("rows", "head_dim", "scorer_max_len"):
-            if getattr(self, name) < 1:
-                raise TaskError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.n_keys < 2 or len(self.example_logits) < 2:
-            raise TaskError("n_keys and the length of example_logits must be >= 2")
+            raise ConfigError(f"headline_dominant={self.headline_dominant} must be one of "
+                              f"dominant_logits {self.dominant_logits}", "headline_dominant")
+        if len(self.example_logits) < 2:
+            raise ConfigError("example_logits needs at least 2 logits", "example_logits")
         if self.n_keys > self.scorer_max_len:
-            raise TaskError(f"n_keys={self.n_keys} exceeds scorer_max_len={self.scorer_max_len}")
+            raise ConfigError(f"n_keys={self.n_keys} exceeds scorer_max_len="
+                              f"{self.scorer_max_len}", "n_keys")
 
 
 TRAINED = " Trained-model attention: icl_quantifiers deviant_weight / deviant_entropy."

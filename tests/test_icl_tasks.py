@@ -105,13 +105,13 @@ def test_unknown_config_key_is_an_error_naming_it(task):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"lr": "fast"}, "'lr' must be of type float"),
-    ({"quantifier": "most"}, "quantifier must be"),
+    ({"lr": "fast"}, "config key 'lr' must be a number, got 'fast'"),
+    ({"quantifier": "most"}, r"'quantifier' must be one of \['every', 'some', 'both'\]"),
     ({"eval_points": [10, 300]}, "above n_positions"),
     ({"eval_sigmas": [2.0, 4.0]}, "in-distribution cell"),
     ({"n_embd": 30}, "multiple of n_head"),
     ({"curriculum_end": 5}, "curriculum_end=5 is below"),
-    ({"precision": "fp16"}, "precision must be one of"),
+    ({"precision": "fp16"}, "'precision' must be one of"),
     ({"headline_metrics": ["error_typo"]}, "unknown metric"),
     ({"deviant_points": 7}, "deviant_points=7 must be between 8"),
 ])

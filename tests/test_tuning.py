@@ -142,6 +142,9 @@ def test_every_point_failing_is_a_choice_of_nothing():
     ({"lr": []}, "[tuning.grid.suite_test_tuned] lr must be a non-empty list"),
     ({"lr": [1e-3, 0.0]}, "non-positive learning rate"),
     ({"lr": [1e-3, -2e-3]}, "non-positive learning rate"),
+    ({"weight_decay": [0.0, -0.1]}, "config key 'weight_decay' must be >= 0, got -0.1"),
+    ({"best_lr": [1e-3, 2e-3]}, "does not declare 'best_lr' tunable; its tunable keys: lr, "
+                                "weight_decay"),
 ])
 def test_a_bad_grid_is_an_error_naming_the_key_and_the_profile_file(tmp_path, grid, needle):
     prof = profile(tmp_path / "bad.toml", grid=grid)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from tasks import Metric, RunContext, Task, TaskResult, TrainingFailure, register_task
+from tasks.config import TaskConfig, setting
 from tasks.validation import Curve, Validation
 
 TASK = "suite_test_tuned"
@@ -32,10 +33,10 @@ class TunedTask(Task):
     validation = Validation("val_score", "higher", "a known function of the point")
 
     @dataclass
-    class Config:
+    class Config(TaskConfig):
         steps: int = 8
-        lr: float = 1e-3
-        weight_decay: float = 0.0
+        lr: float = setting(1e-3, gt=0, tunable=True)
+        weight_decay: float = setting(0.0, ge=0, tunable=True)
         best_lr: float = 1e-3
         diverge_at_or_above: float = 1.0   # lr at or above this: TrainingFailure("diverged")
         eval_shift: float = 0.0            # moves the reported items only
