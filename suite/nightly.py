@@ -6,8 +6,8 @@ Steps (``nightly(args)``):
 1. ``scorebench run`` with the same options (profile, workers, executor, results): cells that
    already have a record are kept, so only cells new to the current code run (a bumped task or
    scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes through.
-2. ``publish`` the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
-   ``--html`` also its ``index.html``.
+2. publish the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
+   ``--html`` also its ``index.html`` (:func:`suite.publishing.publish_release`).
 3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
    ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.history`).
 
@@ -54,27 +54,11 @@ def run_missing_cells(args) -> int:
     return run_command.run(args)
 
 
-def write_html(published) -> None:
-    """``index.html`` of the release, as ``scorebench publish --html`` writes it."""
-    from leaderboard.html import write_site
-    from leaderboard.release import ReleaseError
-
-    from .commands.publish import scorer_metadata
-
-    names = set(published.board.rows["scorer_name"])
-    try:
-        pages = write_site(published.release_dir, scorer_metadata(names))
-    except ReleaseError as exc:
-        raise SystemExit(f"scorebench nightly: {exc}") from None
-    for page in pages:
-        print(f"wrote {page}")
-
-
 def nightly(args) -> int:
     from leaderboard import history
-    from leaderboard.release import ReleaseError, load_release, publish
+    from leaderboard.release import ReleaseError, load_release
 
-    from .commands.publish import report as print_published
+    from .publishing import publish_release
 
     z = history.Z_THRESHOLD if args.z is None else args.z
     rtol = history.RELATIVE_FLOOR if args.rtol is None else args.rtol
@@ -88,12 +72,10 @@ def nightly(args) -> int:
             print("scorebench nightly: some cells failed (error, oom or timeout); they are "
                   "published as failures", file=sys.stderr)
     try:
-        published = publish(args.results, release, args.releases, args.leaderboard)
+        published = publish_release(args.results, release, args.releases, args.leaderboard,
+                                    html=args.html)
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench nightly: {exc}") from None
-    print_published(published)
-    if args.html:
-        write_html(published)
     earlier = earlier_nightlies(args.releases, release)
     previous = earlier[-1] if earlier else None
     report_path = published.release_dir / "REGRESSIONS.md"
