@@ -3,9 +3,10 @@ previous nightly release, write the regression report.
 
 Steps (``nightly(args)``):
 
-1. ``scorebench run`` with the same options (profile, workers, executor, results): cells that
-   already have a record are kept, so only cells new to the current code run (a bumped task or
-   scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes through.
+1. run the cells as ``scorebench run`` does, on the same options (:func:`suite.jobs.run_profile`):
+   cells that already have a record are kept, so only cells new to the current code run (a
+   bumped task or scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes
+   through.
 2. publish the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
    ``--html`` also its ``index.html`` (:func:`suite.publishing.publish_release`).
 3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
@@ -47,17 +48,11 @@ def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
     return earlier[-1] if earlier else None
 
 
-def run_missing_cells(args) -> int:
-    """The harness's ``scorebench run`` on the nightly's options; its exit status."""
-    from .commands import run as run_command
-
-    return run_command.run(args)
-
-
 def nightly(args) -> int:
     from leaderboard import history
     from leaderboard.release import ReleaseError, load_release
 
+    from .jobs import run_profile
     from .publishing import publish_release
 
     z = history.Z_THRESHOLD if args.z is None else args.z
@@ -67,7 +62,7 @@ def nightly(args) -> int:
                          f"--rtol {rtol})")
     release = args.release or release_name(args.date)
     if not args.skip_run:
-        status = run_missing_cells(args)
+        status = run_profile(args)
         if status:
             print("scorebench nightly: some cells failed (error, oom or timeout); they are "
                   "published as failures", file=sys.stderr)
