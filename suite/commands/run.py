@@ -36,15 +36,21 @@ def _workers(text: str) -> int:
 
 
 def register(sub, common):
+    p = sub.add_parser(
+        "run", parents=[common], help="run the benchmark cells of a profile",
+        description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
+                    "and write one JSON record per cell under the results directory.")
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p) -> None:
+    """Every option of ``scorebench run`` (``scorebench nightly`` takes them all)."""
     from scorers.fast.policy import FAST_MODES
 
     from ..executors import get_executor_class, list_executors
     from ..scheduler import RERUN_CHOICES
 
-    p = sub.add_parser(
-        "run", parents=[common], help="run the benchmark cells of a profile",
-        description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
-                    "and write one JSON record per cell under the results directory.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
                    help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
@@ -75,18 +81,13 @@ def register(sub, common):
                    help="list the cells and whether they would run, estimate the time of "
                         "those that would (from records of the same config on this device "
                         "class, else a short calibration run), and stop")
-    add_estimate_from(p)
+    p.add_argument("--estimate-from", action="append", default=[], metavar="DIR",
+                   help="a results directory whose records' wall times the dry run's estimate "
+                        "uses besides those of --results (repeatable; e.g. leaderboard/records)")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
             add(p)
-    p.set_defaults(func=run)
-
-
-def add_estimate_from(p) -> None:
-    p.add_argument("--estimate-from", action="append", default=[], metavar="DIR",
-                   help="a results directory whose records' wall times the dry run's estimate "
-                        "uses besides those of --results (repeatable; e.g. leaderboard/records)")
 
 
 def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | None = None,
