@@ -3,11 +3,12 @@ previous nightly release, write the regression report.
 
 Steps (``nightly(args)``):
 
-1. ``scorebench run`` with the same options (profile, workers, executor, results): cells that
-   already have a record are kept, so only cells new to the current code run (a bumped task or
-   scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes through.
-2. ``publish`` the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
-   ``--html`` also its ``index.html``.
+1. run the cells as ``scorebench run`` does, on the same options (:func:`suite.jobs.run_profile`):
+   cells that already have a record are kept, so only cells new to the current code run (a
+   bumped task or scorer version, a new scorer, a new seed); ``--rerun failed|all`` passes
+   through.
+2. publish the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
+   ``--html`` also its ``index.html`` (:func:`suite.publishing.publish_release`).
 3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
    ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.history`).
 
@@ -47,34 +48,12 @@ def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
     return earlier[-1] if earlier else None
 
 
-def run_missing_cells(args) -> int:
-    """The harness's ``scorebench run`` on the nightly's options; its exit status."""
-    from .commands import run as run_command
-
-    return run_command.run(args)
-
-
-def write_html(published) -> None:
-    """``index.html`` of the release, as ``scorebench publish --html`` writes it."""
-    from leaderboard.html import write_site
-    from leaderboard.release import ReleaseError
-
-    from .commands.publish import scorer_metadata
-
-    names = set(published.board.rows["scorer_name"])
-    try:
-        pages = write_site(published.release_dir, scorer_metadata(names))
-    except ReleaseError as exc:
-        raise SystemExit(f"scorebench nightly: {exc}") from None
-    for page in pages:
-        print(f"wrote {page}")
-
-
 def nightly(args) -> int:
     from leaderboard import history
-    from leaderboard.release import ReleaseError, load_release, publish
+    from leaderboard.release import ReleaseError, load_release
 
-    from .commands.publish import report as print_published
+    from .jobs import run_profile
+    from .publishing import publish_release
 
     z = history.Z_THRESHOLD if args.z is None else args.z
     rtol = history.RELATIVE_FLOOR if args.rtol is None else args.rtol
@@ -83,17 +62,15 @@ def nightly(args) -> int:
                          f"--rtol {rtol})")
     release = args.release or release_name(args.date)
     if not args.skip_run:
-        status = run_missing_cells(args)
+        status = run_profile(args)
         if status:
             print("scorebench nightly: some cells failed (error, oom or timeout); they are "
                   "published as failures", file=sys.stderr)
     try:
-        published = publish(args.results, release, args.releases, args.leaderboard)
+        published = publish_release(args.results, release, args.releases, args.leaderboard,
+                                    html=args.html)
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench nightly: {exc}") from None
-    print_published(published)
-    if args.html:
-        write_html(published)
     earlier = earlier_nightlies(args.releases, release)
     previous = earlier[-1] if earlier else None
     report_path = published.release_dir / "REGRESSIONS.md"

@@ -30,11 +30,9 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
 
 from .base import Metric, RunContext, Task, TaskResult
 from .config import TaskConfig, setting
@@ -46,6 +44,7 @@ from .lmeval.benchmarks import BENCHMARKS
 from .lmeval.perplexity import PROTOCOLS, context_perplexities, perplexity, unigram_perplexity
 from .lmeval.scoring import LogLikelihoodScorer
 from .lmeval.zeroshot import run_benchmark
+from .models.checkpoint import CHECKPOINT_META, load_checkpoint, save_checkpoint
 from .models.decoder import Decoder, DecoderConfig, parameter_counts
 from .registry import TaskError, register_task
 from .training import (Divergence, accumulated_backward, autocast as autocast_to, prepare_model,
@@ -53,9 +52,6 @@ from .training import (Divergence, accumulated_backward, autocast as autocast_to
 
 PPL_SETS = ("heldout", "wikipedia", "wikitext", "c4")
 CONTEXT_MULTIPLES = (1, 2, 4, 8)
-CHECKPOINT = "decoder.safetensors"
-CHECKPOINT_META = "decoder.json"
-TOKENIZER = "tokenizer.json"
 MODEL_FIELDS = ("n_layer", "dim", "n_head", "n_kv_head", "ffn_dim", "max_len", "rotary_fraction",
                 "rope_base", "zero_centered_gamma", "norm_eps", "init_std")
 TRAIN_FIELDS = ("corpus", "vocab_size", *MODEL_FIELDS, "steps", "batch_size", "lr", "min_lr",
@@ -171,28 +167,6 @@ def lr_at(step: int, cfg: DecoderLMConfig) -> float:
     span = max(cfg.steps - cfg.warmup_steps, 1)
     progress = min((step - cfg.warmup_steps) / span, 1.0)
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
-
-
-def save_checkpoint(workdir: Path, model: Decoder, tokenizer: TextTokenizer, meta: dict) -> None:
-    workdir.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(workdir / CHECKPOINT))
-    tokenizer.save(workdir / TOKENIZER)
-    (workdir / CHECKPOINT_META).write_text(json.dumps(meta, indent=1, sort_keys=True))
-
-
-def load_checkpoint(workdir: Path, device: torch.device | str = "cpu"
-                    ) -> tuple[Decoder, TextTokenizer, dict]:
-    """A trained decoder, its tokenizer and its metadata from a checkpoint directory."""
-    workdir = Path(workdir)
-    for name in (CHECKPOINT, CHECKPOINT_META, TOKENIZER):
-        if not (workdir / name).is_file():
-            raise FileNotFoundError(f"{workdir} is not a decoder_lm checkpoint: {name} is missing "
-                                    f"(a decoder_lm cell writes {CHECKPOINT}, {CHECKPOINT_META} and "
-                                    f"{TOKENIZER} into its workdir)")
-    meta = json.loads((workdir / CHECKPOINT_META).read_text())
-    model = Decoder(DecoderConfig(**meta["model"]), seed=None)
-    load_model(model, str(workdir / CHECKPOINT), device=str(device))
-    return model.to(device).eval(), TextTokenizer.load(workdir / TOKENIZER), meta
 
 
 VALIDATION_TOKENS = 32768

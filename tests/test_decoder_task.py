@@ -14,8 +14,9 @@ from suite.profiles import PROFILE_DIR
 from suite.records import validate_items
 from tasks import RunContext, TaskError, TrainingFailure, create_task
 from tasks.data.bpe import train_bpe
-from tasks.decoder_lm import (CHECKPOINT, CHECKPOINT_META, TOKENIZER, DecoderLMConfig, load_checkpoint,
-                              lr_at, save_checkpoint, train)
+from tasks.decoder_lm import DecoderLMConfig, lr_at, train
+from tasks.models.checkpoint import (CHECKPOINT, CHECKPOINT_META, TOKENIZER, load_checkpoint,
+                                     save_checkpoint)
 from tasks.lmeval.scoring import LogLikelihoodScorer
 from tasks.models.decoder import Decoder, DecoderConfig
 from tasks.training import scorer_parameter_values

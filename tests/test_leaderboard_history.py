@@ -133,6 +133,29 @@ def test_nightly_command_exit_status(tmp_path, capsys):
 
 
 
+def subcommand_parsers() -> dict:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices
+
+
+def test_nightly_takes_every_option_of_run_as_run_declares_it():
+    parsers = subcommand_parsers()
+    run = {s: a for a in parsers["run"]._actions for s in a.option_strings}
+    nightly = {s: a for a in parsers["nightly"]._actions for s in a.option_strings}
+    assert "--fail-fast" in run and "--no-tuning" in run and "--ray-address" in run
+    for option, action in run.items():
+        assert option in nightly, f"scorebench nightly does not take {option}"
+        twin = nightly[option]
+        for field in ("dest", "choices", "help", "default", "type", "nargs", "const", "metavar"):
+            assert getattr(twin, field) == getattr(action, field), (option, field)
+    assert set(nightly) - set(run) == {"--releases", "--leaderboard", "--date", "--release",
+                                       "--z", "--rtol", "--html", "--skip-run"}
+    args = parsers["nightly"].parse_args(["--fail-fast", "--no-tuning", "--seeds", "2-3"])
+    assert (args.fail_fast, args.no_tuning, args.seeds) == (True, True, [2, 3])
+    assert not parsers["nightly"].parse_args([]).fail_fast
+
+
 def test_vanished_rows_exit_non_zero_and_are_named(tmp_path, capsys):
     """Night 2 loses ssa's records (e.g. rejected by the validator): an alert, not 'missing'."""
     releases = tmp_path / "lb" / "releases"

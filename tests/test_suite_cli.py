@@ -1,4 +1,4 @@
-"""The CLI: run, show, ls tasks|profiles; a run killed with SIGKILL; two runs at once."""
+"""The CLI: run, show, ls tasks|profiles, nightly --dry-run; a run killed with SIGKILL; two runs at once."""
 from __future__ import annotations
 
 import json
@@ -105,6 +105,18 @@ def test_dry_run_lists_cells_without_running(tmp_path, capsys):
     assert cli("run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--dry-run") == 0
     out = capsys.readouterr().out
     assert out.count(" run") >= 2 and not (tmp_path / "r").exists()
+
+
+def test_nightly_dry_run_is_the_run_dry_run_and_publishes_nothing(tmp_path, capsys):
+    prof = profile_file(tmp_path / "p.toml", seeds=2)
+    common = ["--profile", str(prof), "--results", str(tmp_path / "r"), "--dry-run"]
+    assert cli("run", *common) == 0
+    run_out = capsys.readouterr().out
+    assert cli("nightly", *common, "--releases", str(tmp_path / "rel"), "--date",
+               "2025-01-01") == 0
+    out = capsys.readouterr().out
+    assert out.count(" run") >= 2 and out.splitlines()[:6] == run_out.splitlines()[:6]
+    assert not (tmp_path / "r").exists() and not (tmp_path / "rel").exists()
 
 
 def test_ls_tasks_and_profiles(capsys):

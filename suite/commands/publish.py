@@ -43,7 +43,9 @@ def register(sub, common):
 
 
 def run(args) -> int:
-    from leaderboard.release import ReleaseError, publish
+    from leaderboard.release import ReleaseError
+
+    from ..publishing import publish_release
 
     if args.check:
         return check(args)
@@ -54,21 +56,10 @@ def run(args) -> int:
                              "give 100 or more (default 4000)")
         kwargs["n_boot"] = args.bootstrap
     try:
-        published = publish(args.results, args.release, args.out, args.leaderboard,
-                            refuse_unclean=False if args.allow_dirty else None, **kwargs)
+        publish_release(args.results, args.release, args.out, args.leaderboard, html=args.html,
+                        refuse_unclean=False if args.allow_dirty else None, **kwargs)
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench publish: {exc}") from None
-    report(published)
-    if args.html:
-        from leaderboard.html import write_site
-
-        names = set(published.board.rows["scorer_name"])
-        try:
-            pages = write_site(published.release_dir, scorer_metadata(names))
-        except ReleaseError as exc:
-            raise SystemExit(f"scorebench publish: {exc}") from None
-        for page in pages:
-            print(f"wrote {page}")
     return 0
 
 
@@ -86,32 +77,3 @@ def check(args) -> int:
         raise SystemExit(f"scorebench publish --check: {exc}") from None
     print(outcome.message)
     return 0 if outcome.ok else 1
-
-
-def scorer_metadata(names) -> dict:
-    """Registry metadata of the named scorers (built-in, entry points and --plugin files);
-    a name that is not registered now is left out."""
-    import scorers
-
-    out = {}
-    for name in sorted(names):
-        try:
-            cls = scorers.get_scorer_class(name)
-        except scorers.ScorerError:
-            continue
-        out[name] = {"family": cls.family, "kind": cls.kind, "normalization": cls.normalization,
-                     "paper": cls.paper, "version": cls.version,
-                     "aliases": [str(a) for a in cls.aliases], "description": cls.description}
-    return out
-
-
-def report(published) -> None:
-    meta = published.board.meta
-    print(f"release {meta['release']}: {meta['n_used']} records used of {meta['n_files']} files, "
-          f"{meta['n_superseded']} superseded, {meta['n_problems']} problem(s)")
-    for problem in published.board.problems.to_dict(orient="records"):
-        effect = "skipped" if problem["skipped"] else "partly used"
-        print(f"  {problem['path']}: {effect}: {problem['reason']}")
-    print(f"wrote {published.release_dir}/ ({len(published.files)} files)")
-    if published.leaderboard_md is not None:
-        print(f"wrote {published.leaderboard_md}")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def _seeds(text: str) -> list[int]:
@@ -37,15 +36,21 @@ def _workers(text: str) -> int:
 
 
 def register(sub, common):
+    p = sub.add_parser(
+        "run", parents=[common], help="run the benchmark cells of a profile",
+        description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
+                    "and write one JSON record per cell under the results directory.")
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_run_arguments(p) -> None:
+    """Every option of ``scorebench run`` (``scorebench nightly`` takes them all)."""
     from scorers.fast.policy import FAST_MODES
 
     from ..executors import get_executor_class, list_executors
     from ..scheduler import RERUN_CHOICES
 
-    p = sub.add_parser(
-        "run", parents=[common], help="run the benchmark cells of a profile",
-        description="Run every (task, scorer, seed) cell of a profile that has no record yet, "
-                    "and write one JSON record per cell under the results directory.")
     p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
                    help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
@@ -76,37 +81,13 @@ def register(sub, common):
                    help="list the cells and whether they would run, estimate the time of "
                         "those that would (from records of the same config on this device "
                         "class, else a short calibration run), and stop")
-    add_estimate_from(p)
+    p.add_argument("--estimate-from", action="append", default=[], metavar="DIR",
+                   help="a results directory whose records' wall times the dry run's estimate "
+                        "uses besides those of --results (repeatable; e.g. leaderboard/records)")
     for name in list_executors():
         add = getattr(get_executor_class(name), "add_arguments", None)
         if add is not None:
             add(p)
-    p.set_defaults(func=run)
-
-
-def add_estimate_from(p) -> None:
-    p.add_argument("--estimate-from", action="append", default=[], metavar="DIR",
-                   help="a results directory whose records' wall times the dry run's estimate "
-                        "uses besides those of --results (repeatable; e.g. leaderboard/records)")
-
-
-def _plan(args):
-    from tasks import TaskError
-
-    import scorers
-
-    from ..profiles import ProfileError, load_profile
-    from ..sweep import plan_run
-
-    try:
-        profile = load_profile(args.profile)
-        plan = plan_run(profile, tasks=args.tasks, scorers=args.scorers, seeds=args.seeds,
-                        tune=not getattr(args, "no_tuning", False))
-    except (ProfileError, TaskError, scorers.ScorerError) as e:
-        raise SystemExit(f"scorebench run: {e}") from None
-    if not plan.planned and not plan.pending_reports:
-        raise SystemExit("scorebench run: the selection has no cells (no task or no scorer)")
-    return profile, plan
 
 
 def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | None = None,
@@ -213,39 +194,12 @@ def print_estimate(console, cells, store, workers: int = 1, declared: dict | Non
 def run(args) -> int:
     from rich.console import Console
 
-    from ..executors import ExecutorError, get_executor_class
-    from ..progress import RichReporter, print_summary
-    from ..records import RecordError
-    from ..scheduler import run_cells
-    from ..store import ResultStore
+    from ..jobs import open_store, plan_cells, run_profile
 
     console = Console()
-    profile, plan = _plan(args)
-    try:
-        store = ResultStore(args.results)
-    except RecordError as e:
-        raise SystemExit(f"scorebench run: {e}") from None
-    if args.dry_run:
-        return _dry_run(console, plan, store, args.rerun, args.workers, profile.estimate,
-                        tuple(args.estimate_from))
-    tuned = "" if plan.tuning is None else (
-        f" ({len(plan.pending_reports)} reporting cells follow their tuning sweeps)")
-    console.print(f"profile [bold]{profile.name}[/] ({', '.join(profile.files)}): "
-                  f"{len(plan.planned)} cells{tuned}, {args.workers} worker(s), executor "
-                  f"{args.executor}")
-    try:
-        executor = get_executor_class(args.executor).from_args(
-            args, workers=args.workers, plugins=list(args.plugin or []))
-    except ExecutorError as e:
-        raise SystemExit(f"scorebench run: {e}") from None
-    try:
-        with RichReporter(console) as reporter:
-            summary = run_cells(plan.planned, store, executor, rerun=args.rerun,
-                                fail_fast=args.fail_fast, time_limit_s=profile.time_limit_s,
-                                reporter=reporter, fast=args.fast or profile.fast,
-                                follow_up=plan.follow_up())
-    except ExecutorError as e:
-        raise SystemExit(f"scorebench run: {e}") from None
-    print_summary(console, summary, args.results)
-    sys.stdout.flush()
-    return 1 if summary.failed else 0
+    if not args.dry_run:
+        return run_profile(args, console)
+    profile, plan = plan_cells(args)
+    store = open_store(args.results)
+    return _dry_run(console, plan, store, args.rerun, args.workers, profile.estimate,
+                    tuple(args.estimate_from))

@@ -26,7 +26,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("the lm-evaluation-harness adapter needs the optional extra: "
                       "pip install 'scorebench[lmeval]' (or pip install lm_eval)") from err
 
-from ..decoder_lm import load_checkpoint
+from ..models.checkpoint import load_checkpoint
 from .scoring import LogLikelihoodScorer
 
 
