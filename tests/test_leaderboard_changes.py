@@ -1,0 +1,56 @@
+"""leaderboard.changes: what changed since an earlier release, on hand-built releases."""
+from __future__ import annotations
+
+import pytest
+
+from leaderboard.changes import changes, markdown
+
+
+def row(task, metric, scorer, verdict="n.s.", tier=1):
+    return {"profile": "cpu", "task": task, "metric": metric, "scorer": scorer,
+            "vs_baseline": verdict, "tier": tier}
+
+
+def overall(scores):
+    return [{"profile": "cpu", "scorer": s, "score": v} for s, v in scores.items()]
+
+
+BEFORE = {"meta": {"release": "old"},
+          "rows": [row("t1", "m", "softmax", ""), row("t1", "m", "a", "worse", 2),
+                   row("t1", "m", "b"), row("t1", "m", "c", "better"),
+                   row("t2", "m", "a"), row("t2", "m", "gone")],
+          "overall": overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3})}
+
+
+def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
+    now_rows = [row("t1", "m", "softmax", "", 3), row("t1", "m", "a", "n.s.", 1),
+                row("t1", "m", "b", "n.s.", 2), row("t1", "m", "c", "better"),
+                row("t2", "m", "a"), row("t2", "m", "new")]
+    ch = changes(now_rows, overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3}), BEFORE,
+                 "softmax")
+    t1, t2 = ch.tasks
+    assert (t1.task, t1.compared, t1.only_now, t1.only_before) == ("t1", 3, 0, 0)
+    assert t1.verdicts == [("m", "a", "worse", "n.s.")]          # the baseline's own tier: left out
+    assert t1.tiers == [("m", "a", "2", "1"), ("m", "b", "1", "2")]
+    assert (t2.compared, t2.only_now, t2.only_before, t2.verdicts) == (1, 1, 1, [])
+    assert ch.overall[0].rho == pytest.approx(1.0)
+    text = markdown(ch)
+    assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
+    assert "| t1 | m | a | worse | n.s. |" in text
+
+
+@pytest.mark.parametrize("scores, rho", [
+    ({"softmax": 0.3, "a": 0.5, "b": 0.7, "c": 0.9}, -1.0),      # order reversed
+    ({"softmax": 0.9, "a": 0.5, "b": 0.7, "c": 0.3}, 0.8),       # one swap: 1 - 6*2/(4*15)
+])
+def test_the_overall_rank_correlation_is_spearmans_rho(scores, rho):
+    ch = changes(BEFORE["rows"], overall(scores), BEFORE, "softmax")
+    assert ch.overall[0].rho == pytest.approx(rho)
+    assert ch.overall[0].scorers == ["a", "b", "c", "softmax"]
+
+
+def test_scorers_in_one_release_only_are_named_and_few_scorers_give_no_rho():
+    ch = changes([], overall({"softmax": 1.0, "d": 0.5}), BEFORE, "softmax")
+    o = ch.overall[0]
+    assert o.rho is None and o.only_now == ["d"] and o.only_before == ["a", "b", "c"]
+    assert "fewer than 3 scorers" in markdown(ch)
