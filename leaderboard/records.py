@@ -276,3 +276,20 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
         (sweeps if record.role == "sweep" else records).append(record)
         problems.extend(partial)
     return LoadedRecords(records, problems, sweeps)
+
+
+def load_records_from(results_dirs: str | Path | list) -> LoadedRecords:
+    """:func:`load_records` of one results directory, or of several merged (a user's records
+    beside the committed ones); with several, each path starts with its directory as given."""
+    if isinstance(results_dirs, (str, Path)):
+        return load_records(results_dirs)
+    merged = LoadedRecords([], [], [])
+    for directory in results_dirs:
+        loaded = load_records(directory)
+        prefix = Path(directory).as_posix().rstrip("/") + "/"
+        for item in (*loaded.records, *loaded.sweeps, *loaded.problems):
+            item.path = prefix + item.path
+        merged.records += loaded.records
+        merged.sweeps += loaded.sweeps
+        merged.problems += loaded.problems
+    return merged

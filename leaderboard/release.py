@@ -17,7 +17,7 @@ from pathlib import Path
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import FRAMES, Board, aggregate
 from .compare import differences, record_changes, rows_of_records
-from .records import RELEASES_SUBDIR, LoadedRecords, load_records
+from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_RELEASES_DIR = Path("leaderboard") / "releases"
@@ -220,7 +220,7 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
             leaderboard_md = Path(results_dir) / "LEADERBOARD.md"
     if refuse_unclean is None:
         refuse_unclean = is_committed_releases_dir(releases_dir)
-    loaded = load_records(results_dir)
+    loaded = load_records_from(results_dir)
     if not loaded.records:
         raise ReleaseError(no_usable_records(results_dir, loaded))
     if refuse_unclean:

@@ -1,0 +1,91 @@
+"""``scorebench beside``: a plugin scorer written as the README shows joins a copy of the board in
+one command, tuned as the board's scorers were, paired with the committed baseline seeds, and
+nothing is written into the board's directory."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from scorers import registry as scorer_registry
+from suite.cli import main
+from tasks import registry as task_registry
+
+TASKS = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
+TASK = "suite_test_tuned"
+MY_SCORER = '''
+import torch
+from scorers import LogitsScorer, register_scorer
+
+@register_scorer("softmax_half", family="softmax", normalization="normalized", paper="mine")
+class SoftmaxHalf(LogitsScorer):
+    """w = softmax(s / 2) over the visible keys."""
+
+    def weights(self, s, mask):
+        return torch.softmax((s / 2).masked_fill(~mask, float("-inf")), dim=-1)
+'''
+
+
+def profile(path: Path) -> Path:
+    path.write_text("\n".join([
+        'extends = ""', "[run]", f'tasks = "{TASK}"', 'scorers = "softmax"', "seeds = [0, 1, 2]",
+        "time_limit_s = 0", "[tuning]", "seeds = [1000, 1001]", "max_extensions = 1",
+        f"[tuning.grid.{TASK}]", "lr = [5e-4, 1e-3, 2e-3]"]) + "\n")
+    return path
+
+
+def cli(*argv) -> int:
+    with task_registry.scoped(), scorer_registry.scoped():
+        return main([str(a) for a in argv])
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+
+
+def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path):
+    prof = profile(tmp_path / "board.toml")
+    board = tmp_path / "board"
+    assert cli("run", "--plugin", TASKS, "--profile", prof, "--results", board / "records") == 0
+    assert cli("publish", "--results", board / "records", "--release", "r1", "--out",
+               board / "releases", "--leaderboard", board / "LEADERBOARD.md") == 0
+    before = snapshot(board)
+    mine = tmp_path / "my_scorer.py"
+    mine.write_text(MY_SCORER)
+    results = tmp_path / "mine"
+
+    args = ("--plugin", TASKS, "--plugin", mine, "--scorers", "softmax_half", "--board", board,
+            "--profile", prof, "--results", results)
+    assert cli("beside", *args, "--dry-run") == 0
+    assert not list(results.rglob("*.json"))
+    assert cli("beside", *args) == 0
+
+    assert snapshot(board) == before
+    records = [json.loads(p.read_text()) for p in (results / TASK).rglob("*.json")]
+    assert {r["cell"]["scorer"] for r in records} == {"softmax_half"}
+    sweeps = [r for r in records if r["cell"].get("role") == "sweep"]
+    reports = [r for r in records if r["cell"].get("role") != "sweep"]
+    assert len(sweeps) >= 3 * 2 and sorted(r["cell"]["seed"] for r in reports) == [0, 1, 2]
+    assert all(r["tuning"]["point"] for r in reports)
+    release = json.loads((results / "releases" / "r1+softmax_half" / "results.json").read_text())
+    rows = {r["scorer"]: r for r in release["rows"] if r["metric"] == "score"}
+    committed = json.loads((board / "releases" / "r1" / "results.json").read_text())
+    baseline = next(r for r in committed["rows"] if r["metric"] == "score")
+    assert rows["softmax"]["values"] == baseline["values"]
+    assert rows["softmax_half"]["n_paired"] == 3 and rows["softmax_half"]["seeds"] == [0, 1, 2]
+    assert rows["softmax_half"]["p_vs_baseline"] is not None
+
+
+def test_beside_without_a_scorer_or_a_release_says_what_to_give(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="name your scorer"):
+        cli("beside", "--board", tmp_path)
+    with pytest.raises(SystemExit, match="holds no release"):
+        cli("beside", "--scorers", "softmax", "--board", tmp_path)
