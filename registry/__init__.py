@@ -75,10 +75,17 @@ class Registry(Generic[T]):
             self._aliases[alias] = name
         return obj
 
-    def decorator(self, name: str, *, aliases: tuple[str, ...] | list[str] = ()
-                  ) -> Callable[[T], T]:
-        """``@registry.decorator("name")``: :meth:`register` as a class decorator."""
-        return lambda obj: self.register(name, obj, aliases=aliases)
+    def decorator(self, name: str, *, aliases: tuple[str, ...] | list[str] = (),
+                  set_name: bool = False) -> Callable[[T], T]:
+        """``@registry.decorator("name")``: :meth:`register` as a class decorator; with
+        ``set_name`` the class's ``name`` attribute becomes the registered name."""
+        def register(obj: T) -> T:
+            self.register(name, obj, aliases=aliases)
+            if set_name:
+                obj.name = name
+            return obj
+
+        return register
 
     def freeze(self) -> None:
         """No more registrations (lookups go on)."""

@@ -14,13 +14,7 @@ TASKS: Registry[type] = Registry("task", error=TaskError, listing="Known tasks: 
 
 def register_task(name: str):
     """Class decorator registering a :class:`tasks.base.Task` subclass under ``name``."""
-
-    def decorator(cls: type) -> type:
-        TASKS.register(name, cls)
-        cls.name = name
-        return cls
-
-    return decorator
+    return TASKS.decorator(name, set_name=True)
 
 
 def get_task_class(name: str) -> type:

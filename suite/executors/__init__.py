@@ -22,13 +22,7 @@ EXECUTORS: Registry[type] = Registry("executor", error=ExecutorError,
 
 def register_executor(name: str):
     """Class decorator registering an executor class under ``name``."""
-
-    def decorator(cls: type) -> type:
-        EXECUTORS.register(name, cls)
-        cls.name = name
-        return cls
-
-    return decorator
+    return EXECUTORS.decorator(name, set_name=True)
 
 
 def get_executor_class(name: str) -> type:
