@@ -25,7 +25,7 @@ from typing import Sequence
 import pandas as pd
 from tabulate import tabulate
 
-from .aggregate import Board
+from .board import Board
 from .markdown import cell_text, num
 
 Z_THRESHOLD = 3.0

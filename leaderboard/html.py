@@ -40,7 +40,7 @@ from suite.records import TRACKS
 from . import markdown as md
 from . import marks
 from .plots import safe_name
-from .aggregate import Board
+from .board import Board
 from .columns import CLAIM_FIELDS, FIELDS, Field
 from .release import ReleaseError, _plot_order, list_releases, load_release
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import curves, markdown, plots, stats, tuning
-from .aggregate import FRAMES, Board, aggregate
+from .aggregate import aggregate
+from .board import FRAMES, Board
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records
 

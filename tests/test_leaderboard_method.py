@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.aggregate import build_board, normalized
+from leaderboard.aggregate import build_board
+from leaderboard.anchors import normalized
 from leaderboard.markdown import failed_cells_sentence, release_readme
 from leaderboard_fakes import make_record, write_record
 
