@@ -6,6 +6,7 @@ import json
 
 from .. import markdown as md
 from .. import marks
+from ..board import DESCRIPTIVE_TRACKS
 from ..columns import FIELDS
 from .context import PageData
 from .markup import Markup, concat, slug, tag
@@ -137,7 +138,7 @@ def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],
         parts.append(_metric_table(
             page, profile, scorers, head,
             f"Headline metrics, profile {profile}: rows by {order}", linked))
-    notes = marks.track_notes(prows) if track not in md.DESCRIPTIVE else []
+    notes = marks.track_notes(prows) if track not in DESCRIPTIVE_TRACKS else []
     if notes:
         parts.append(tag("ul", concat(tag("li", line) for line in notes), class_="meta"))
     if rest:
