@@ -22,7 +22,9 @@ SPEC_KEYS = ("direction", "headline", "floor", "ceiling", "log_scale", "min_effe
 
 @dataclass
 class Collected:
-    """rows:      one per (profile, task, metric, scorer), in the order collected.
+    """What collecting gives.
+
+    rows:         one per (profile, task, metric, scorer), in the order collected.
     z:            (profile, task) -> metric -> scorer -> seed -> unclipped normalized value.
     anchored:     (profile, task) -> its headline metrics of the overall with both anchors.
     unanchored:   "task/metric (profile)" of each headline metric of the overall without them.

@@ -10,6 +10,7 @@ from .records import Problem, Record
 
 
 def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
+    """(the current records, one row per group of superseded records with the reason)."""
     newest_task: dict[str, int] = {}
     newest_scorer: dict[str, int] = {}
     newest_records = max((r.records_version for r in records), default=0)
