@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import stats
+from .informative import comparison_degenerate, metric_degenerate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,8 +103,6 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
 
 def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> list[dict]:
     """One entry per (claim, scorer: the claim's and those ``beside`` it, profile)."""
-    from .informative import comparison_degenerate, metric_degenerate
-
     index = {(r["profile"], r["task"], r["metric"], r["scorer"]): r for r in rows}
     present = {(r["task"], r["metric"]) for r in rows}
     if not any((c.task, c.metric) in present for c in claims):
@@ -119,62 +118,80 @@ def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> 
         for claim in claims:
             for role, scorer in [("primary", claim.scorer)] + [("beside", s)
                                                                 for s in claim.beside]:
-                entry = dict(id=claim.id, claim=claim.text, source=claim.source,
-                             profile=profile, scorer=scorer, baseline=claim.baseline,
-                             task=claim.task, metric=claim.metric, direction=claim.direction,
-                             paper=claim.paper, verdict="not run", reason="", role=role,
-                             effect=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan,
-                             p_raw=math.nan, test=TEST, n_seeds=0, detectable=math.nan,
-                             min_effect=math.nan, alpha_corrected=math.nan)
+                entry = _entry(claim, profile, scorer, role)
                 out.append(entry)
-                a = index.get((profile, claim.task, claim.metric, scorer))
-                b = index.get((profile, claim.task, claim.metric, claim.baseline))
-                if a is None or b is None:
-                    entry["reason"] = (f"no {scorer if a is None else claim.baseline} records "
-                                       f"of {claim.task} / {claim.metric}")
-                    continue
-                va = dict(zip(a["seeds"] or [], a["values"] or []))
-                vb = dict(zip(b["seeds"] or [], b["values"] or []))
-                common = sorted(set(va) & set(vb))
-                if len(common) < 2:
-                    entry["reason"] = f"{len(common)} common seed(s); two are needed"
-                    continue
-                x = np.array([va[k] for k in common])
-                y = np.array([vb[k] for k in common])
-                d = x - y
-                entry.update(effect=float(d.mean()), n_seeds=len(common),
-                             min_effect=claim.practical_effect(float(y.mean())))
-                entry["ci_low"], entry["ci_high"] = stats.t_interval(d, alpha)
-                if b.get("informative") is False or a.get("informative") is False:
-                    entry.update(verdict="uninformative",
-                                 reason=b.get("informative_reason") or a.get("informative_reason")
-                                 or "")
-                    continue
-                degenerate = (metric_degenerate(series[(profile, claim.task, claim.metric)])
-                              or comparison_degenerate(x.tolist(), y.tolist(), scorer,
-                                                       claim.baseline))
-                if degenerate:
-                    entry.update(verdict="degenerate", reason=degenerate)
-                    continue
-                entry["p_raw"] = stats.paired_t(x, y)
-                entry["sd"] = float(d.std(ddof=1))
-                families[role].append(entry)
+                metric_series = series.get((profile, claim.task, claim.metric), {})
+                if _measure(entry, claim, index, metric_series, alpha):
+                    families[role].append(entry)
         for family in families.values():
-            level = alpha / len(family) if family else alpha
-            for entry, p in zip(family, stats.holm([e["p_raw"] for e in family])):
-                entry["p"] = float(p)
-                entry["alpha_corrected"] = level
-                entry["detectable"] = stats.detectable_difference(entry.pop("sd"),
-                                                                  entry["n_seeds"], level)
-                sign = 1.0 if entry["direction"] == "higher" else -1.0
-                effect = entry["effect"]
-                if p <= alpha and abs(effect) >= entry["min_effect"]:
-                    entry["verdict"] = "supported" if sign * effect > 0 else "contradicted"
-                else:
-                    entry["verdict"] = "not supported"
-                    entry["reason"] = (f"no difference larger than {entry['detectable']:.4g} "
-                                       f"detectable at level {level:.3g}")
-                    if p <= alpha:
-                        entry["reason"] = (f"significant, but |effect| {abs(effect):.4g} is below "
-                                           f"the claim's minimum effect {entry['min_effect']:.4g}")
+            _decide(family, alpha)
     return out
+
+
+def _entry(claim: Claim, profile: str, scorer: str, role: str) -> dict:
+    """A claim's entry for one scorer at one profile, before anything is measured."""
+    return dict(id=claim.id, claim=claim.text, source=claim.source, profile=profile,
+                scorer=scorer, baseline=claim.baseline, task=claim.task, metric=claim.metric,
+                direction=claim.direction, paper=claim.paper, verdict="not run", reason="",
+                role=role, effect=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan,
+                p_raw=math.nan, test=TEST, n_seeds=0, detectable=math.nan,
+                min_effect=math.nan, alpha_corrected=math.nan)
+
+
+def _measure(entry: dict, claim: Claim, index: dict, series: dict[str, dict],
+             alpha: float) -> bool:
+    """Fill in the effect, its interval and the raw p of one entry; True when it is a test that
+    enters its Holm family (not ``not run``, ``uninformative`` or ``degenerate``). ``series``:
+    scorer -> seed -> value of every scorer of the claim's metric at the entry's profile."""
+    scorer = entry["scorer"]
+    a = index.get((entry["profile"], claim.task, claim.metric, scorer))
+    b = index.get((entry["profile"], claim.task, claim.metric, claim.baseline))
+    if a is None or b is None:
+        entry["reason"] = (f"no {scorer if a is None else claim.baseline} records "
+                           f"of {claim.task} / {claim.metric}")
+        return False
+    va = dict(zip(a["seeds"] or [], a["values"] or []))
+    vb = dict(zip(b["seeds"] or [], b["values"] or []))
+    common = sorted(set(va) & set(vb))
+    if len(common) < 2:
+        entry["reason"] = f"{len(common)} common seed(s); two are needed"
+        return False
+    x = np.array([va[k] for k in common])
+    y = np.array([vb[k] for k in common])
+    d = x - y
+    entry.update(effect=float(d.mean()), n_seeds=len(common),
+                 min_effect=claim.practical_effect(float(y.mean())))
+    entry["ci_low"], entry["ci_high"] = stats.t_interval(d, alpha)
+    if b.get("informative") is False or a.get("informative") is False:
+        entry.update(verdict="uninformative",
+                     reason=b.get("informative_reason") or a.get("informative_reason") or "")
+        return False
+    degenerate = (metric_degenerate(series)
+                  or comparison_degenerate(x.tolist(), y.tolist(), scorer, claim.baseline))
+    if degenerate:
+        entry.update(verdict="degenerate", reason=degenerate)
+        return False
+    entry["p_raw"] = stats.paired_t(x, y)
+    entry["sd"] = float(d.std(ddof=1))
+    return True
+
+
+def _decide(family: list[dict], alpha: float) -> None:
+    """Holm across one family of tests, then each entry's verdict (module docstring)."""
+    level = alpha / len(family) if family else alpha
+    for entry, p in zip(family, stats.holm([e["p_raw"] for e in family])):
+        entry["p"] = float(p)
+        entry["alpha_corrected"] = level
+        entry["detectable"] = stats.detectable_difference(entry.pop("sd"), entry["n_seeds"],
+                                                          level)
+        sign = 1.0 if entry["direction"] == "higher" else -1.0
+        effect = entry["effect"]
+        if p <= alpha and abs(effect) >= entry["min_effect"]:
+            entry["verdict"] = "supported" if sign * effect > 0 else "contradicted"
+        else:
+            entry["verdict"] = "not supported"
+            entry["reason"] = (f"no difference larger than {entry['detectable']:.4g} "
+                               f"detectable at level {level:.3g}")
+            if p <= alpha:
+                entry["reason"] = (f"significant, but |effect| {abs(effect):.4g} is below "
+                                   f"the claim's minimum effect {entry['min_effect']:.4g}")

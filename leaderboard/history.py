@@ -25,7 +25,7 @@ from typing import Sequence
 import pandas as pd
 from tabulate import tabulate
 
-from .aggregate import Board
+from .board import Board
 from .markdown import cell_text, num
 
 Z_THRESHOLD = 3.0
@@ -111,22 +111,32 @@ def compare(previous: Board | Sequence[Board], current: Board, z: float = Z_THRE
     named = [(b.meta.get("release", "?"), _keyed(b)) for b in history]
     last_name, last = named[-1]
     now = _keyed(current)
+    earlier = set().union(*(rows_ for _, rows_ in named))
+    return Comparison(last_name, current.meta.get("release", "?"), z, rtol,
+                      _compared_rows(named, now, z, rtol), _failure_changes(named, now),
+                      new=sorted(set(now) - earlier), missing=sorted(set(last) - set(now)),
+                      still_missing=sorted(earlier - set(last) - set(now)))
 
-    def newest_with(key, has) -> tuple[str, dict] | None:
-        for name, rows in reversed(named):
-            if key in rows and has(rows[key]):
-                return name, rows[key]
-        return None
 
+def _newest_with(named: list[tuple[str, dict]], key: tuple, has) -> tuple[str, dict] | None:
+    """The newest earlier release (name, row) that has the row ``key`` and ``has(row)``."""
+    for name, rows in reversed(named):
+        if key in rows and has(rows[key]):
+            return name, rows[key]
+    return None
+
+
+def _compared_rows(named: list[tuple[str, dict]], now: dict[tuple, dict], z: float,
+                   rtol: float) -> pd.DataFrame:
+    """Each current row against the newest earlier release that has it with a value."""
+    last_name = named[-1][0]
     rows = []
-    matched: dict[tuple, tuple[str, dict]] = {}
     for key in sorted(now):
-        found = (newest_with(key, lambda r: not _missing(r["mean"]))
-                 or newest_with(key, lambda r: True))
+        found = (_newest_with(named, key, lambda r: not _missing(r["mean"]))
+                 or _newest_with(named, key, lambda r: True))
         if found is None:
             continue
         name, b = found
-        matched[key] = found
         c = now[key]
         notes = [] if name == last_name else [f"vs {name} (absent or empty in {last_name})"]
         if b["task_version"] != c["task_version"]:
@@ -139,6 +149,12 @@ def compare(previous: Board | Sequence[Board], current: Board, z: float = Z_THRE
                      "against": name, **classify(b, c, z, rtol), "note": "; ".join(notes)})
     columns = [*KEY, "direction", "headline", "against", "before", "now", "delta", "se", "z",
                "status", "note"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _failure_changes(named: list[tuple[str, dict]], now: dict[tuple, dict]) -> list[dict]:
+    """Per (profile, task, scorer): failed cells now against the newest earlier release that has
+    the pair, where the count changed."""
     failures = []
     seen = set()
     for key in sorted(now):
@@ -146,7 +162,7 @@ def compare(previous: Board | Sequence[Board], current: Board, z: float = Z_THRE
         if cell in seen:
             continue
         seen.add(cell)
-        found = newest_with(key, lambda r: True)
+        found = _newest_with(named, key, lambda r: True)
         if found is None:
             continue
         name, before_row = found
@@ -157,11 +173,7 @@ def compare(previous: Board | Sequence[Board], current: Board, z: float = Z_THRE
                              "now": int(c), "against": name,
                              "failures_before": before_row["failures"],
                              "failures_now": now[key]["failures"]})
-    earlier = set().union(*(rows_ for _, rows_ in named))
-    return Comparison(last_name, current.meta.get("release", "?"), z, rtol,
-                      pd.DataFrame(rows, columns=columns), failures,
-                      new=sorted(set(now) - earlier), missing=sorted(set(last) - set(now)),
-                      still_missing=sorted(earlier - set(last) - set(now)))
+    return failures
 
 
 def _rows_table(frame: pd.DataFrame) -> str:

@@ -11,12 +11,12 @@ from tabulate import tabulate
 from suite.records import TRACKS
 
 from . import marks
+from .board import DESCRIPTIVE_TRACKS
 from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
 
 TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
                 "encoder": "Encoder LM", "probe": "Probes", "cost": "Cost"}
 MESSAGE_WIDTH = 120
-DESCRIPTIVE = ("probe", "cost")
 
 METHOD = """\
 - **Rows** are (profile, task, metric, scorer). *n* counts the seeds whose cell finished `ok`
@@ -318,7 +318,7 @@ def outside_overall(board) -> list[str]:
     ran: dict[tuple[str, str], set] = {}
     informative_heads: set[tuple[str, str]] = set()
     for r in _records(board.rows):
-        if r["track"] not in DESCRIPTIVE:
+        if r["track"] not in DESCRIPTIVE_TRACKS:
             ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
             if r["headline"] and r.get("informative") is not False:
                 informative_heads.add((r["profile"], r["task"]))
@@ -451,11 +451,11 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
             "spread to test) are not tests.", "", claims_table(board), ""]
     for track in TRACKS:
         out += [f"{h} {TRACK_TITLES[track]}", ""]
-        if track in DESCRIPTIVE:
+        if track in DESCRIPTIVE_TRACKS:
             out += ["Descriptive: no better/worse, tiers or ranks; not part of the overall.", ""]
         out += [track_table(board, track), ""]
-        power = power_lines(board, track) if track not in DESCRIPTIVE else []
-        if track not in DESCRIPTIVE:
+        power = power_lines(board, track) if track not in DESCRIPTIVE_TRACKS else []
+        if track not in DESCRIPTIVE_TRACKS:
             shown = shown_rows(board, track)
             power += marks.metric_notes(shown) + marks.not_learned_notes(shown)
             power += [marks.LEGEND] if shown else []

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from suite.records import (RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
+from suite.records import (FAILURES, RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
                            records_version, validate_record)
 
 RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
@@ -276,6 +277,22 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
         (sweeps if record.role == "sweep" else records).append(record)
         problems.extend(partial)
     return LoadedRecords(records, problems, sweeps)
+
+
+def provenance_lists(records: list[Record]) -> dict:
+    """The provenance a row of ``records`` shows: the latest date, and every git sha, hardware and
+    harness version among them."""
+    return {"date": max((r.date for r in records), default="unknown"),
+            "git_sha": sorted({r.git_sha for r in records}),
+            "hardware": sorted({r.hardware for r in records}),
+            "harness_version": sorted({str(r.provenance.get("harness_version", "unknown"))
+                                       for r in records})}
+
+
+def failure_counts(records: list[Record]) -> dict[str, int]:
+    """Failure status -> how many of ``records`` ended so (statuses with none left out)."""
+    counts = Counter(r.status for r in records)
+    return {s: counts[s] for s in FAILURES if counts[s]}
 
 
 def load_records_from(results_dirs: str | Path | list) -> LoadedRecords:

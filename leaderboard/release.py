@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import curves, markdown, plots, stats, tuning
-from .aggregate import FRAMES, Board, aggregate
+from .aggregate import aggregate
+from .board import FRAMES, Board
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
 
@@ -143,7 +144,7 @@ def write_leaderboard_md(releases_dir: str | Path, path: str | Path) -> Path | N
 
     plot_files = sorted(p.relative_to(latest_dir).as_posix()
                         for p in (latest_dir / "plots").glob("*.png"))
-    ordered = _plot_order(plot_files)
+    ordered = plot_order(plot_files)
     text = markdown.leaderboard_index(
         latest, link(latest_dir / "README.md"), ordered, link(latest_dir) + "/",
         [(meta, link(d / "README.md")) for d, meta in releases])
@@ -152,7 +153,7 @@ def write_leaderboard_md(releases_dir: str | Path, path: str | Path) -> Path | N
     return path
 
 
-def _plot_order(names: list[str]) -> list[str]:
+def plot_order(names: list[str]) -> list[str]:
     rank = {"normalized": 0, "bars": 1, "grid": 2, "cost": 3}
     return sorted(names, key=lambda n: (rank.get(n.split("/")[-1].split("__")[0], 9), n))
 

@@ -21,17 +21,11 @@ from html_support import (
     write_results,
 )
 
-from leaderboard.html import (
-    INDEX,
-    Field,
-    code_text,
-    decimals,
-    field_column,
-    number_format,
-    read_scorers,
-    write_index,
-    write_site,
-)
+from leaderboard.columns import Field
+from leaderboard.html import INDEX, read_scorers, write_index, write_site
+from leaderboard.html.markup import code_text
+from leaderboard.html.numbers import decimals, number_format
+from leaderboard.html.tables import field_column
 from scorers.registry import scoped
 from leaderboard.release import ReleaseError
 

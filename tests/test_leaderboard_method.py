@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.aggregate import build_board, normalized
+from leaderboard.aggregate import build_board
+from leaderboard.anchors import normalized
 from leaderboard.markdown import failed_cells_sentence, release_readme
 from leaderboard_fakes import make_record, write_record
 
@@ -222,12 +223,12 @@ def test_every_column_title_names_the_method_its_statistic_uses():
 
 
 def test_the_markdown_legend_and_the_page_read_one_definition(tmp_path):
-    from leaderboard import html
     from leaderboard.columns import FIELDS
+    from leaderboard.html import context, overall, tracks
 
     write_table(tmp_path, {"softmax": [0.3, 0.31, 0.29], "ssa": [0.2, 0.21, 0.22]})
     readme = release_readme(build_board(tmp_path, n_boot=200), [])
     for key in ("mean", "p_vs_baseline_holm", "rank_low"):
         assert FIELDS["rows"][key].title in readme
-    assert html.FIELDS is FIELDS
+    assert context.FIELDS is overall.FIELDS is tracks.FIELDS is FIELDS
     assert "95% bootstrap interval" not in readme and "0 = worst" not in readme

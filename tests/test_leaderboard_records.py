@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from leaderboard.aggregate import Board, aggregate, build_board
+from leaderboard.aggregate import aggregate, build_board
+from leaderboard.board import Board
 from leaderboard.markdown import outside_overall, track_table
 from leaderboard.records import load_records
 from leaderboard_fakes import make_record, populate, write_raw, write_record

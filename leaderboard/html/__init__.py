@@ -1,0 +1,96 @@
+"""The leaderboard as a static web page: ``<release>/index.html`` beside each release.
+
+The page is rendered from the release's ``results.json`` (the canonical Board the README is
+rendered from): the overall table, one tab per track (one table per profile with scorers as rows
+and headline metrics as columns, secondary metrics and the per-metric statistics one click away),
+the claims when results.json has them, failed cells, the plots grouped by track, the scorers'
+metadata and a selector for the other releases. Every table has a legend and every header a
+``title``; columns sort on click (numbers by their raw value, kept in ``data-sort``) and a box
+filters scorers.
+
+Which results.json fields the page reads, and how each is labelled, explained and formatted, is
+declared once in :mod:`leaderboard.columns` (``FIELDS``: row and overall fields, and
+``CLAIM_FIELDS``); a numeric field of a row that neither names is still shown, under its own name,
+in the per-metric tables.
+Numbers have a fixed number of decimals per column (:mod:`.numbers`), so they line up.
+
+The page is self-contained: the template, stylesheet and script in ``leaderboard/static/`` are
+inlined, plots are relative links to ``plots/*.png``, and nothing is fetched from the network.
+Every string that comes from records or scorer metadata is HTML-escaped: ``markup.tag`` escapes
+any child or attribute that is not ``markup.Markup``. The output depends only on the files of the
+releases, so publishing twice writes the same bytes.
+
+One module per part: :mod:`.page` puts the header and the tabs in the template; one module per
+tab (:mod:`.overall`, :mod:`.tracks`, :mod:`.claims`, :mod:`.failures`, :mod:`.plots`,
+:mod:`.scorers`, :mod:`.releases`) draws it from :class:`.context.PageData`, with the tables of
+:mod:`.tables`, the numbers of :mod:`.numbers` and the safe markup of :mod:`.markup`. This module
+writes the files.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..release import ReleaseError, list_releases, load_release, plot_order
+from .page import render_page
+from .scorers import SCORER_FIELDS
+
+INDEX = "index.html"
+SCORERS_JSON = "scorers.json"
+
+
+def read_scorers(release_dir: Path) -> dict:
+    path = Path(release_dir) / SCORERS_JSON
+    if not path.is_file():
+        return {}
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8"))["scorers"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReleaseError(f"{path}: not a readable scorer metadata file ({exc}); delete it and "
+                           "publish again with --html") from None
+
+
+def write_scorers(release_dir: Path, scorers: Mapping[str, Mapping[str, Any]]) -> Path:
+    clean = {name: {k: scorers[name].get(k) for k in SCORER_FIELDS} for name in sorted(scorers)}
+    path = Path(release_dir) / SCORERS_JSON
+    path.write_text(json.dumps({"scorers": clean}, indent=1, sort_keys=True, ensure_ascii=False)
+                    + "\n", encoding="utf-8", newline="\n")
+    return path
+
+
+def write_index(release_dir: Path, releases: list[tuple[str, str, dict]]) -> Path:
+    """Render ``<release_dir>/index.html`` from its results.json, scorers.json and plots/."""
+    release_dir = Path(release_dir)
+    load_release(release_dir)  # a clear error for a missing or unreadable results.json
+    data = json.loads((release_dir / "results.json").read_text(encoding="utf-8"))
+    plot_files = plot_order(sorted(p.relative_to(release_dir).as_posix()
+                                    for p in (release_dir / "plots").glob("*.png")))
+    path = release_dir / INDEX
+    path.write_text(render_page(data, plot_files, releases, read_scorers(release_dir)),
+                    encoding="utf-8", newline="\n")
+    return path
+
+
+def write_site(release_dir: str | Path,
+               scorers: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+    """Write ``index.html`` (and, given ``scorers``, ``scorers.json``) into a published release,
+    and re-render the ``index.html`` of every sibling release that has one, so that each page's
+    release selector lists every release. Returns the files written."""
+    release_dir = Path(release_dir)
+    if not (release_dir / "results.json").is_file():
+        raise ReleaseError(f"{release_dir / 'results.json'} does not exist; publish the release "
+                           "before writing its page (scorebench publish --html)")
+    written = []
+    if scorers is not None:
+        written.append(write_scorers(release_dir, scorers))
+    releases = list_releases(release_dir.parent)
+    current = release_dir.resolve()
+    pages = {d.resolve() for d, _ in releases if d.resolve() == current or (d / INDEX).is_file()}
+    links = [(d.name, f"../{d.name}/{INDEX if d.resolve() in pages else 'README.md'}", meta)
+             for d, meta in releases]
+    for d, _ in releases:
+        if d.resolve() in pages:
+            written.append(write_index(d, links))
+    return written

@@ -1,0 +1,68 @@
+"""Which records a release uses: records of an older task, scorer or harness version are
+superseded (listed, never mixed in); a task run under several configs in one profile gets one
+profile label per config; of two records of one cell, the one that finished last is kept."""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+
+from .records import Problem, Record
+
+
+def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
+    """(the current records, one row per group of superseded records with the reason)."""
+    newest_task: dict[str, int] = {}
+    newest_scorer: dict[str, int] = {}
+    newest_records = max((r.records_version for r in records), default=0)
+    for r in records:
+        newest_task[r.task] = max(newest_task.get(r.task, r.task_version), r.task_version)
+        newest_scorer[r.scorer] = max(newest_scorer.get(r.scorer, r.scorer_version),
+                                      r.scorer_version)
+    current, old = [], Counter()
+    for r in records:
+        reasons = []
+        if r.task_version < newest_task[r.task]:
+            reasons.append(f"task {r.task} v{r.task_version} < v{newest_task[r.task]}")
+        if r.scorer_version < newest_scorer[r.scorer]:
+            reasons.append(f"scorer {r.scorer} v{r.scorer_version} < v{newest_scorer[r.scorer]}")
+        if r.records_version < newest_records:
+            reasons.append(f"records v{r.records_version} < v{newest_records}")
+        if reasons:
+            old[(r.task, r.task_version, r.scorer_label, r.scorer_version, r.profile,
+                 "; ".join(reasons))] += 1
+        else:
+            current.append(r)
+    superseded = [dict(task=t, task_version=tv, scorer=s, scorer_version=sv, profile=p,
+                       n_cells=n, reason=why)
+                  for (t, tv, s, sv, p, why), n in sorted(old.items())]
+    return current, superseded
+
+
+def setting_labels(records: list[Record]) -> dict[tuple[str, str, str], str]:
+    """(task, profile, config) -> the profile label of its rows: the profile name, or
+    ``profile@<config hash>`` when one task ran under several configs in that profile."""
+    configs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in records:
+        configs[(r.task, r.profile)].add(r.config_key)
+    labels = {}
+    for (task, profile), keys in configs.items():
+        for key in keys:
+            digest = hashlib.sha256(key.encode()).hexdigest()[:6]
+            labels[(task, profile, key)] = profile if len(keys) == 1 else f"{profile}@{digest}"
+    return labels
+
+
+def deduplicate(records: list[Record], label_of) -> tuple[list[Record], list[Problem]]:
+    """One record per (profile label, task, scorer, seed): the latest finished wins."""
+    groups: dict[tuple, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[(label_of(r), r.task, r.scorer_label, r.seed)].append(r)
+    kept, problems = [], []
+    for key in sorted(groups):
+        group = sorted(groups[key], key=lambda r: (str(r.provenance.get("finished", "")), r.path))
+        kept.append(group[-1])
+        for r in group[:-1]:
+            problems.append(Problem(r.path, f"another record of the same cell ({group[-1].path}) "
+                                            "finished later; this one is left out"))
+    return kept, problems
+
