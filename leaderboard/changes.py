@@ -8,48 +8,10 @@ Spearman's rho (scipy) over the scorers with an overall score in both, per profi
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from scipy import stats as scipy_stats
 
 Key = tuple[str, str, str, str]     # profile, task, metric, scorer
-
-
-@dataclass
-class TaskChanges:
-    """One (profile, task): rows compared, and the (metric, scorer, before, after) that moved."""
-
-    profile: str
-    task: str
-    compared: int = 0
-    verdicts: list[tuple[str, str, str, str]] = field(default_factory=list)
-    tiers: list[tuple[str, str, str, str]] = field(default_factory=list)
-    only_now: int = 0
-    only_before: int = 0
-
-
-@dataclass
-class OverallChange:
-    """One profile's overalls: Spearman's rho over the scorers ranked in both releases."""
-
-    profile: str
-    scorers: list[str]
-    rho: float | None
-    only_now: list[str]
-    only_before: list[str]
-
-
-@dataclass
-class Changes:
-    against: str
-    tasks: list[TaskChanges]
-    overall: list[OverallChange]
-
-    def to_dict(self) -> dict:
-        return {"against": self.against,
-                "tasks": [vars(t) | {"verdicts": [list(v) for v in t.verdicts],
-                                     "tiers": [list(v) for v in t.tiers]} for t in self.tasks],
-                "overall": [vars(o) for o in self.overall]}
 
 
 def _key(row: dict) -> Key:
@@ -60,37 +22,35 @@ def _tier(row: dict) -> str:
     return "-" if row.get("tier") is None else str(row["tier"])
 
 
-def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str) -> Changes:
+def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str) -> dict:
     """The changes from the earlier release ``earlier`` (its results.json) to ``rows`` and
-    ``overall`` (this release's); the baseline's own rows carry no verdict and are left out."""
+    ``overall`` (this release's), as results.json's ``meta.changes`` holds them: per (profile,
+    task) the rows compared and the verdicts and tiers that moved as [metric, scorer, before,
+    now]; per profile the overalls' rank correlation. The baseline's own rows are left out."""
     before = {_key(r): r for r in earlier["rows"]}
     now = {_key(r): r for r in rows}
-    per_task: dict[tuple[str, str], TaskChanges] = {}
-
-    def entry(key: Key) -> TaskChanges:
-        return per_task.setdefault(key[:2], TaskChanges(*key[:2]))
-
+    per_task: dict[tuple[str, str], dict] = {}
     for key in sorted(set(now) | set(before)):
         if key[3] == baseline:
             continue
-        item = entry(key)
-        if key not in before:
-            item.only_now += 1
+        item = per_task.setdefault(key[:2], {"profile": key[0], "task": key[1], "compared": 0,
+                                             "verdicts": [], "tiers": [], "only_now": 0,
+                                             "only_before": 0})
+        if key not in before or key not in now:
+            item["only_now" if key in now else "only_before"] += 1
             continue
-        if key not in now:
-            item.only_before += 1
-            continue
-        item.compared += 1
+        item["compared"] += 1
         a, b = before[key], now[key]
         if a["vs_baseline"] != b["vs_baseline"]:
-            item.verdicts.append((key[2], key[3], a["vs_baseline"] or "-", b["vs_baseline"] or "-"))
+            item["verdicts"].append([key[2], key[3], a["vs_baseline"] or "-",
+                                     b["vs_baseline"] or "-"])
         if _tier(a) != _tier(b):
-            item.tiers.append((key[2], key[3], _tier(a), _tier(b)))
-    return Changes(earlier["meta"]["release"], [per_task[k] for k in sorted(per_task)],
-                   _overall_changes(overall, earlier["overall"]))
+            item["tiers"].append([key[2], key[3], _tier(a), _tier(b)])
+    return {"against": earlier["meta"]["release"], "tasks": [per_task[k] for k in sorted(per_task)],
+            "overall": _overall_changes(overall, earlier["overall"])}
 
 
-def _overall_changes(now: list[dict], before: list[dict]) -> list[OverallChange]:
+def _overall_changes(now: list[dict], before: list[dict]) -> list[dict]:
     scores: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: {"now": {}, "before": {}})
     for side, rows in (("now", now), ("before", before)):
         for r in rows:
@@ -102,31 +62,33 @@ def _overall_changes(now: list[dict], before: list[dict]) -> list[OverallChange]
         common = sorted(set(a) & set(b))
         rho = (float(scipy_stats.spearmanr([a[s] for s in common], [b[s] for s in common])[0])
                if len(common) >= 3 else None)
-        out.append(OverallChange(profile, common, rho, sorted(set(b) - set(a)),
-                                 sorted(set(a) - set(b))))
+        out.append({"profile": profile, "scorers": common, "rho": rho,
+                    "only_now": sorted(set(b) - set(a)), "only_before": sorted(set(a) - set(b))})
     return out
 
 
-def markdown(ch: Changes) -> str:
-    """The release README's section on what changed since ``ch.against``."""
-    lines = [f"## What changed since {ch.against}", "",
-             f"Rows matched by task, metric and scorer in both releases; a verdict is the row's "
-             f"comparison with the baseline, a tier its membership in the task's tiers.", "",
+def markdown(ch: dict) -> str:
+    """The release README's section on what changed since ``ch["against"]``."""
+    lines = [f"## What changed since {ch['against']}", "",
+             "Rows matched by profile, task, metric and scorer in both releases; a verdict is the "
+             "row's comparison with the baseline, a tier its membership in the task's tiers.", "",
              "| profile | task | rows in both | verdicts changed | tiers changed | rows new | "
              "rows gone |", "|---|---|---|---|---|---|---|"]
-    for t in ch.tasks:
-        lines.append(f"| {t.profile} | {t.task} | {t.compared} | {len(t.verdicts)} | "
-                     f"{len(t.tiers)} | {t.only_now} | {t.only_before} |")
+    for t in ch["tasks"]:
+        lines.append(f"| {t['profile']} | {t['task']} | {t['compared']} | {len(t['verdicts'])} | "
+                     f"{len(t['tiers'])} | {t['only_now']} | {t['only_before']} |")
     lines.append("")
-    for o in ch.overall:
-        rho = "not computed (fewer than 3 scorers in both)" if o.rho is None else f"{o.rho:.3f}"
-        lines.append(f"Overall ({o.profile}): Spearman rank correlation {rho} over "
-                     f"{len(o.scorers)} scorers in both"
-                     + (f"; new: {', '.join(o.only_now)}" if o.only_now else "")
-                     + (f"; gone: {', '.join(o.only_before)}" if o.only_before else "") + ".")
-    changed = [(t, v) for t in ch.tasks for v in t.verdicts]
+    for o in ch["overall"]:
+        rho = ("not computed (fewer than 3 scorers in both)" if o["rho"] is None
+               else f"{o['rho']:.3f}")
+        lines.append(f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
+                     f"{len(o['scorers'])} scorers in both"
+                     + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
+                     + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
+                     + ".")
+    changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
     if changed:
         lines += ["", "Verdicts that changed:", "", "| task | metric | scorer | before | now |",
                   "|---|---|---|---|---|"]
-        lines += [f"| {t.task} | {m} | {s} | {a} | {b} |" for t, (m, s, a, b) in changed]
+        lines += [f"| {task} | {m} | {s} | {a} | {b} |" for task, (m, s, a, b) in changed]
     return "\n".join(lines) + "\n"

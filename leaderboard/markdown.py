@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from suite.records import TRACKS
 
-from . import marks
+from . import changes, marks
 from .board import DESCRIPTIVE_TRACKS
 from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
 
@@ -474,6 +474,8 @@ def release_readme(board, plots: list[str]) -> str:
     lines += ["Files: `results.json` (everything below, and all metrics), `results.csv` (one row "
               "per profile, task, metric and scorer), `plots/`.", ""]
     lines += board_sections(board, plots)
+    if m.get("changes"):
+        lines += [changes.markdown(m["changes"])]
     lines += ["## Method", "", method_text(m)]
     return "\n".join(lines).rstrip() + "\n"
 

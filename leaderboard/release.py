@@ -17,6 +17,7 @@ from pathlib import Path
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import aggregate
 from .board import FRAMES, Board
+from .changes import changes as changes_since
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
 
@@ -173,15 +174,21 @@ def unclean_records(loaded: LoadedRecords) -> list[str]:
     return out
 
 
-def release_board(loaded: LoadedRecords, release: str | None, **aggregate_kwargs) -> Board:
+def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict | None = None,
+                  **aggregate_kwargs) -> Board:
     """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
-    this). Without ``release``, the release is named by the date of its newest record."""
+    this). Without ``release``, the release is named by the date of its newest record; with
+    ``earlier`` (an earlier release's results.json), ``meta.changes`` says what changed since
+    (:mod:`leaderboard.changes`)."""
     board = aggregate(loaded, **aggregate_kwargs)
-    tuned = tuning.summary(loaded)
-    learning = curves.summary(loaded, board.meta.get("baseline", "softmax"))
-    if tuned or learning:     # the release's tuning and learning curves (leaderboard/tuning.py)
-        board = Board(meta={**board.meta, **({"tuning": tuned} if tuned else {}),
-                            **({"curves": learning} if learning else {})},
+    baseline = board.meta.get("baseline", "softmax")
+    extra = {"tuning": tuning.summary(loaded), "curves": curves.summary(loaded, baseline)}
+    if earlier is not None:
+        now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
+        extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline)
+    extra = {key: value for key, value in extra.items() if value}
+    if extra:                 # tuning, learning curves and changes (leaderboard/tuning.py, ...)
+        board = Board(meta={**board.meta, **extra},
                       **{name: getattr(board, name) for name in FRAMES})
     if release is None:
         release = board.meta["date_last"]
@@ -207,14 +214,15 @@ def no_usable_records(results_dir: str | Path, loaded: LoadedRecords) -> str:
 def publish(results_dir: str | Path = "results", release: str | None = None,
             releases_dir: str | Path | None = None,
             leaderboard_md: str | Path | None = None, *, refuse_unclean: bool | None = None,
-            **aggregate_kwargs) -> Published:
+            changes_since: str | None = None, **aggregate_kwargs) -> Published:
     """Aggregate ``results_dir`` into ``<releases_dir>/<release>/`` and refresh LEADERBOARD.md.
 
     Without ``releases_dir`` the release goes to ``<results_dir>/releases/`` and the index to
     ``<results_dir>/LEADERBOARD.md``; with it, the index defaults to
     :func:`default_leaderboard_md`. ``refuse_unclean`` (default: when ``releases_dir`` is a
     ``leaderboard/releases``) refuses records from a dirty or unknown git tree. A results
-    directory without one usable record is a :class:`ReleaseError` naming every unusable file."""
+    directory without one usable record is a :class:`ReleaseError` naming every unusable file.
+    ``changes_since`` names an earlier release in ``releases_dir`` to say what changed since."""
     if releases_dir is None:
         releases_dir = Path(results_dir) / RELEASES_SUBDIR
         if leaderboard_md is None:
@@ -234,12 +242,23 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
                 "Run those cells again from a clean checkout (git stash or commit, then "
                 "`scorebench run --rerun all` on them), publish elsewhere (--out DIR), or pass "
                 "--allow-dirty for a local experiment.")
-    board = release_board(loaded, release, **aggregate_kwargs)
+    earlier = None if changes_since is None else earlier_release(releases_dir, changes_since)
+    board = release_board(loaded, release, earlier=earlier, **aggregate_kwargs)
     release_dir = Path(releases_dir) / board.meta["release"]
     files = write_release(board, release_dir)
     md_path = leaderboard_md if leaderboard_md is not None else default_leaderboard_md(releases_dir)
     written = write_leaderboard_md(releases_dir, md_path)
     return Published(release_dir, board, files, written)
+
+
+def earlier_release(releases_dir: str | Path, name: str) -> dict:
+    """The results.json of the release ``name`` in ``releases_dir``."""
+    path = Path(releases_dir) / check_release_name(name) / "results.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReleaseError(f"{path} does not exist; name a release of {releases_dir} to compare "
+                           "with") from None
 
 
 def releases_without_records(releases_dir: str | Path) -> list[str]:
@@ -299,6 +318,8 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
                             f"not run from a clean, committed tree (e.g. {unclean[0]}); a "
                             "committed release takes only clean records")
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
+    if "changes" in meta:
+        kwargs["earlier"] = earlier_release(releases_dir, meta["changes"]["against"])
     again = release_board(loaded, release, **kwargs).to_json()
     n_used = meta.get("n_used", "?")
     if again == committed:

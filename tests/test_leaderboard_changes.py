@@ -1,6 +1,8 @@
 """leaderboard.changes: what changed since an earlier release, on hand-built releases."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from leaderboard.changes import changes, markdown
@@ -28,12 +30,12 @@ def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
                 row("t2", "m", "a"), row("t2", "m", "new")]
     ch = changes(now_rows, overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3}), BEFORE,
                  "softmax")
-    t1, t2 = ch.tasks
-    assert (t1.task, t1.compared, t1.only_now, t1.only_before) == ("t1", 3, 0, 0)
-    assert t1.verdicts == [("m", "a", "worse", "n.s.")]          # the baseline's own tier: left out
-    assert t1.tiers == [("m", "a", "2", "1"), ("m", "b", "1", "2")]
-    assert (t2.compared, t2.only_now, t2.only_before, t2.verdicts) == (1, 1, 1, [])
-    assert ch.overall[0].rho == pytest.approx(1.0)
+    t1, t2 = ch["tasks"]
+    assert (t1["task"], t1["compared"], t1["only_now"], t1["only_before"]) == ("t1", 3, 0, 0)
+    assert t1["verdicts"] == [["m", "a", "worse", "n.s."]]      # the baseline's own tier: left out
+    assert t1["tiers"] == [["m", "a", "2", "1"], ["m", "b", "1", "2"]]
+    assert (t2["compared"], t2["only_now"], t2["only_before"], t2["verdicts"]) == (1, 1, 1, [])
+    assert ch["overall"][0]["rho"] == pytest.approx(1.0)
     text = markdown(ch)
     assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
     assert "| t1 | m | a | worse | n.s. |" in text
@@ -45,12 +47,37 @@ def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
 ])
 def test_the_overall_rank_correlation_is_spearmans_rho(scores, rho):
     ch = changes(BEFORE["rows"], overall(scores), BEFORE, "softmax")
-    assert ch.overall[0].rho == pytest.approx(rho)
-    assert ch.overall[0].scorers == ["a", "b", "c", "softmax"]
+    assert ch["overall"][0]["rho"] == pytest.approx(rho)
+    assert ch["overall"][0]["scorers"] == ["a", "b", "c", "softmax"]
 
 
 def test_scorers_in_one_release_only_are_named_and_few_scorers_give_no_rho():
     ch = changes([], overall({"softmax": 1.0, "d": 0.5}), BEFORE, "softmax")
-    o = ch.overall[0]
-    assert o.rho is None and o.only_now == ["d"] and o.only_before == ["a", "b", "c"]
+    o = ch["overall"][0]
+    assert o["rho"] is None and o["only_now"] == ["d"] and o["only_before"] == ["a", "b", "c"]
     assert "fewer than 3 scorers" in markdown(ch)
+
+
+def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path, monkeypatch):
+    from test_beside import cli, profile, TASKS
+
+    monkeypatch.setenv("COLUMNS", "250")
+    records, out = tmp_path / "records", tmp_path / "releases"
+    assert cli("run", "--plugin", TASKS, "--profile", profile(tmp_path / "p.toml"),
+               "--scorers", "softmax,sparsemax,ssa", "--results", records) == 0
+    for path in records.rglob("*.json"):      # as if run from a clean tree, so --check takes them
+        record = json.loads(path.read_text())
+        record["provenance"].update(git_sha="feedbeef" * 5, git_dirty=False)
+        path.write_text(json.dumps(record))
+    assert cli("publish", "--results", records, "--release", "r1", "--out", out) == 0
+    assert cli("publish", "--results", records, "--release", "r2", "--out", out,
+               "--changes-since", "r1") == 0
+    meta = json.loads((out / "r2" / "results.json").read_text())["meta"]
+    (task,) = meta["changes"]["tasks"]
+    assert meta["changes"]["against"] == "r1" and task["compared"] > 0
+    assert task["verdicts"] == [] and task["tiers"] == []
+    assert "## What changed since r1" in (out / "r2" / "README.md").read_text()
+    assert cli("publish", "--check", "--results", records, "--out", out, "--release", "r2") == 0
+    with pytest.raises(SystemExit, match="r0/results.json does not exist"):
+        cli("publish", "--results", records, "--release", "r3", "--out", out,
+            "--changes-since", "r0")

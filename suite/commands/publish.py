@@ -35,6 +35,11 @@ def register(sub, common):
                    help="the scorer every other one is compared with (default softmax)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
                    help="bootstrap replicates of the items-only interval (default 4000)")
+    p.add_argument("--changes-since", metavar="RELEASE",
+                   help="an earlier release in --out: the release then says, per task, how many "
+                        "verdicts vs the baseline and tier memberships differ from it, and the "
+                        "rank correlation of the two overalls (results.json meta.changes and a "
+                        "README section)")
     p.add_argument("--html", action="store_true",
                    help="also write <out>/<release>/index.html, a sortable, filterable page of "
                         "the same numbers (and scorers.json, the registered scorers' metadata); "
@@ -57,7 +62,8 @@ def run(args) -> int:
         kwargs["n_boot"] = args.bootstrap
     try:
         publish_release(args.results, args.release, args.out, args.leaderboard, html=args.html,
-                        refuse_unclean=False if args.allow_dirty else None, **kwargs)
+                        refuse_unclean=False if args.allow_dirty else None,
+                        changes_since=args.changes_since, **kwargs)
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench publish: {exc}") from None
     return 0
