@@ -320,12 +320,31 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
     if "changes" in meta:
         kwargs["earlier"] = earlier_release(releases_dir, meta["changes"]["against"])
+    loaded, later = as_published(loaded, json.loads(committed))
     again = release_board(loaded, release, **kwargs).to_json()
     n_used = meta.get("n_used", "?")
+    note = (f"; {len(later)} record file(s) committed after it are not in it (e.g. {later[0]}): "
+            "the next release takes them" if later else "")
     if again == committed:
         return Reproduction(release, True, f"release {release}: {path} reproduced byte for byte "
-                                           f"from {n_used} records in {results_dir}")
+                                           f"from {n_used} records in {results_dir}{note}")
     return _explain(release, path, results_dir, json.loads(committed), json.loads(again))
+
+
+def as_published(loaded: LoadedRecords, committed: dict) -> tuple[LoadedRecords, list[str]]:
+    """The records a committed release names (``meta.records``; a record it names that is now
+    missing or changed still shows as a difference), and the paths of record files committed
+    after it, which a later release takes. A release without ``meta.records`` takes them all."""
+    named = committed["meta"].get("records")
+    if named is None:
+        return loaded, []
+    known = set(named) | {p["path"] for p in committed.get("problems", [])}
+    kept = LoadedRecords([r for r in loaded.records if r.path in named],
+                         [p for p in loaded.problems if p.path in known],
+                         [r for r in loaded.sweeps if r.path in named])
+    later = sorted({r.path for r in loaded.records + loaded.sweeps if r.path not in named}
+                   | {p.path for p in loaded.problems if p.path not in known})
+    return kept, later
 
 
 def _explain(release: str, path: Path, results_dir, old: dict, new: dict,
