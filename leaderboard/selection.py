@@ -1,5 +1,6 @@
-"""Which records a release uses: records of an older task, scorer or harness version are
-superseded (listed, never mixed in); a task run under several configs in one profile gets one
+"""Which records a release uses: records of an older task, scorer or harness version, and the
+untuned records of a task that has records of the tuning protocol in the same profile, are
+superseded (listed, never mixed in: a tuned scorer is never compared with an untuned one); a task run under several configs in one profile gets one
 profile label per config; of two records of one cell, the one that finished last is kept."""
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
         newest_task[r.task] = max(newest_task.get(r.task, r.task_version), r.task_version)
         newest_scorer[r.scorer] = max(newest_scorer.get(r.scorer, r.scorer_version),
                                       r.scorer_version)
+    tuned = {(r.task, r.profile) for r in records if r.role == "tuned"}
     current, old = [], Counter()
     for r in records:
         reasons = []
+        if r.role != "tuned" and (r.task, r.profile) in tuned:
+            reasons.append(f"untuned: {r.task} has records of the tuning protocol in profile "
+                           f"{r.profile}, which replace the shared recipe's")
         if r.task_version < newest_task[r.task]:
             reasons.append(f"task {r.task} v{r.task_version} < v{newest_task[r.task]}")
         if r.scorer_version < newest_scorer[r.scorer]:

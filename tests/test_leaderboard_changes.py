@@ -81,3 +81,20 @@ def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path,
     with pytest.raises(SystemExit, match="r0/results.json does not exist"):
         cli("publish", "--results", records, "--release", "r3", "--out", out,
             "--changes-since", "r0")
+
+
+def test_tuned_records_supersede_the_untuned_records_of_their_task(tmp_path, monkeypatch):
+    from test_beside import cli, profile, TASKS
+
+    monkeypatch.setenv("COLUMNS", "250")
+    records, prof = tmp_path / "records", profile(tmp_path / "p.toml")
+    assert cli("run", "--plugin", TASKS, "--profile", prof, "--scorers", "softmax,sparsemax",
+               "--no-tuning", "--results", records) == 0
+    assert cli("run", "--plugin", TASKS, "--profile", prof, "--scorers", "softmax",
+               "--results", records) == 0
+    assert cli("publish", "--results", records, "--release", "r", "--allow-dirty") == 0
+    release = json.loads((records / "releases" / "r" / "results.json").read_text())
+    assert {(r["profile"], r["scorer"]) for r in release["rows"]} == {("p", "softmax")}
+    assert [(s["scorer"], s["n_cells"], s["reason"].split(":")[0])
+            for s in release["superseded"]] == [("softmax", 3, "untuned"),
+                                                ("sparsemax", 3, "untuned")]
