@@ -164,9 +164,27 @@ def interval(lo: Any, hi: Any, integer: bool = False) -> str:
     return f"[{num(lo)}, {num(hi)}]"
 
 
-def mean_text(row: dict) -> str:
+def skip_reasons(board) -> dict[tuple[str, str, str], str]:
+    """(profile, task, scorer) -> why its cells were skipped (the task cannot run the scorer)."""
+    return {(r["profile"], r["task"], r["scorer"]): r["message"]
+            for r in _records(board.failed_cells) if r["status"] == "skipped"}
+
+
+def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
+    """(profile, scorer) -> the tasks it has no value on because every cell was skipped."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in _records(board.rows):
+        if r["n_cells"] and r["n_skipped"] == r["n_cells"]:
+            out.setdefault((r["profile"], r["scorer"]), set()).add(r["task"])
+    return {key: sorted(tasks) for key, tasks in out.items()}
+
+
+def mean_text(row: dict, reasons: dict | None = None) -> str:
     if not row["n"]:
-        return "all failed" if row["n_failed"] + row["n_null"] else "n/a"
+        if row["n_failed"] + row["n_null"]:
+            return "all failed"
+        reason = (reasons or {}).get((row["profile"], row["task"], row["scorer"]))
+        return f"n/a: {reason}" if reason else "n/a"
     text = num(row["mean"])
     if not _isnan(row["ci_low"]):
         text += " " + interval(row["ci_low"], row["ci_high"])
@@ -185,12 +203,14 @@ def score_text(row: dict) -> str:
     return text
 
 
-def tasks_text(row: dict) -> str:
+def tasks_text(row: dict, skipped: dict | None = None) -> str:
+    """The tasks an overall row is over; a task the scorer cannot run is named, outside it."""
     text = str(row["n_tasks"])
     if row["tasks_failed"]:
         text += f" ({row['tasks_failed']} all failed)"
     if row["tasks_skipped"]:
-        text += f" (+{row['tasks_skipped']} n/a)"
+        names = (skipped or {}).get((row["profile"], row["scorer"]))
+        text += f" (+{row['tasks_skipped']} n/a" + (f": {', '.join(names)})" if names else ")")
     return text
 
 
@@ -268,6 +288,7 @@ def track_table(board, track: str) -> str:
     if not rows:
         return "No records for this track in this release."
     baseline = board.meta.get("baseline", "softmax")
+    reasons = skip_reasons(board)
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + ["task", "metric"] + labels(
         "rows", ("scorer", "mean", "normalized", "ci_items_low", "n", "delta_vs_baseline",
@@ -278,7 +299,8 @@ def track_table(board, track: str) -> str:
         arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
             cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}",
-            cell_text(marks.scorer_text(r)), mean_text(r), marks.normalized_text(r),
+            cell_text(marks.scorer_text(r)), cell_text(mean_text(r, reasons)),
+            marks.normalized_text(r),
             interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
             delta_text(r, baseline),
             pval(r["p_vs_baseline_holm"]),
@@ -333,6 +355,7 @@ def overall_table(board) -> str:
     rows = _records(board.overall)
     if not rows:
         return "No quality-track records in this release."
+    skipped = skipped_tasks(board)
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + labels(
         "overall", ("tier", "scorer", "score", "win_rate", "rank_low", "rank_without",
@@ -343,7 +366,7 @@ def overall_table(board) -> str:
         body.append(([r["profile"]] if multi else []) + [
             tier_text(r), cell_text(r["scorer"]), score_text(r), num(r["win_rate"]),
             interval(r["rank_low"], r["rank_high"], integer=True),
-            cell_text(marks.rank_without_text(r)), cell_text(marks.outside_text(r)), tasks_text(r),
+            cell_text(marks.rank_without_text(r)), cell_text(marks.outside_text(r)), tasks_text(r, skipped),
             str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
             cell_text(joined(r["hardware"]))])
     return _table(body, headers)

@@ -2,6 +2,7 @@
 overall on fixed anchors that no other scorer moves, probes outside the overall, n/a apart from
 failures, records without anchors."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,7 @@ import pytest
 
 from leaderboard.aggregate import build_board
 from leaderboard.anchors import normalized
-from leaderboard.markdown import failed_cells_sentence, release_readme
+from leaderboard.markdown import failed_cells_sentence, overall_table, release_readme, track_table
 from leaderboard_fakes import make_record, write_record
 
 LOWER = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
@@ -161,6 +162,9 @@ def test_not_applicable_is_not_a_failure(tmp_path):
     assert "3 skipped cell(s)" in failed_cells_sentence(board)
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
     assert overall["flash_only"]["n_tasks"] == 0 and overall["flash_only"]["tasks_skipped"] == 1
+    # A task that cannot run a scorer reads n/a with the reason, and the overall names the task.
+    assert re.search(r"\| flash_only +\| n/a: needs a GPU +\|", track_table(board, "icl"))
+    assert "0 (+1 n/a: icl_linear)" in overall_table(board)
 
 
 def test_records_without_anchors_aggregate_and_stay_out_of_the_overall(tmp_path):
