@@ -37,8 +37,8 @@ from ..base import Scorer, compute_dtype
 from ..forms import IDENTITY, BlockedSpec, FastForm, LogitTransform, register_form, scorer_class
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
 from .planning import NEG_INF
-from .tiles import (BlockedError, Tiling, as_scale, hide, plan_tiles, scale_grads, scale_rows,
-                    tile_logits)
+from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
+                    scale_rows, tile_logits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,10 +142,7 @@ class BlockedSoftmax(torch.autograd.Function):
                 for n_, g_ in enumerate(grads):
                     if g_ is not None:
                         dparams[n_] = g_ if dparams[n_] is None else dparams[n_] + g_
-                if need_q or need_scale:
-                    dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
-                if need_k:
-                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_q or need_scale, need_k)
             if need_q or need_scale:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)
         ctx.kept = None
@@ -249,10 +246,7 @@ class BlockedGate(torch.autograd.Function):
                     dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
                 ds = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).mul_(
                     _gate_slope(kind, w))
-                if need_q or need_scale:
-                    dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
-                if need_k:
-                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_q or need_scale, need_k)
             if need_q or need_scale:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)
         return (dq if need_q else None, dk if need_k else None, dv if need_v else None,

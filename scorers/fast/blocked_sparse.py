@@ -29,7 +29,8 @@ import torch
 
 from ..base import compute_dtype
 from .planning import NEG_INF
-from .tiles import Tiling, as_scale, hide, plan_tiles, scale_grads, scale_rows, tile_logits
+from .tiles import (Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads, scale_rows,
+                    tile_logits)
 
 SPARSE_KINDS = {"sparsemax": 1, "entmax15": 2}
 # A query block keeps its logit tiles across the threshold's passes up to this many tiles.
@@ -171,10 +172,7 @@ class BlockedSparse(torch.autograd.Function):
                     del w
                 g = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).sub_(centre_b)
                 ds = g.mul_(torch.sign(r)) if power == 1 else g.mul_(r).mul_(2.0)  # dL/dz
-                if need_q:
-                    dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
-                if need_k:
-                    dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_q, need_k)
             if need_q:
                 scale_grads(dq, q, scale, i, j, False, None)
         return (dq if need_q else None, dk if need_k else None, dv if need_v else None,

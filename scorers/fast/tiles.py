@@ -119,6 +119,18 @@ def scale_rows(scale: torch.Tensor, i: int, j: int) -> torch.Tensor:
     return scale[..., i:j, :] if scale.dim() >= 2 and scale.shape[-2] > 1 else scale
 
 
+def logit_grads(ds, qb, k, dq, dk, rows: tuple[int, int], keys: tuple[int, int],
+                need_q: bool, need_k: bool) -> None:
+    """Add a tile's share of the gradients through its logits ``s = qb k[keys]^T``, ``ds`` being
+    dL/ds: to dq's rows (of the scaled queries; :func:`scale_grads` turns them into q's) and
+    dk's keys."""
+    (i, j), (a, b) = rows, keys
+    if need_q:
+        dq[..., i:j, :] += torch.matmul(ds, k[..., a:b, :])
+    if need_k:
+        dk[..., a:b, :] += torch.matmul(ds.transpose(-1, -2), qb)
+
+
 def scale_grads(dq, q, scale, i, j, need_scale, dscale):
     """Turn dq rows [i, j), the gradient of q * scale, into q's; add scale's gradient."""
     sc = scale_rows(scale, i, j)
