@@ -41,9 +41,18 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
 
 
+def log_x_ticks(ax) -> None:
+    """A log x axis labelled at 1, 2 and 5 times each power of ten, in plain numbers (the minor
+    labels of a short span overlap)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+
+
 def save_log_x(fig: Figure, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
     """Finish a plot of lines against a log-scaled x (legend, grid) and write it to ``path``."""
-    ax.set_xscale("log")
+    log_x_ticks(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
@@ -271,10 +280,7 @@ def cost_plots(board, outdir: Path) -> list[Path]:
             ys = np.array([p[1] for p in pts], dtype=np.float64)
             log = bool(np.all(xs > 0))
             if log:
-                ax.set_xscale("log")
-                ax.xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-                ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
-                ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+                log_x_ticks(ax)
                 lo, hi = float(xs.min()), float(xs.max())
                 span = max(math.log10(hi / lo), 0.3)
                 ax.set_xlim(lo / 10 ** (0.08 * span), hi * 10 ** (0.08 * span))
