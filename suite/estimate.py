@@ -4,7 +4,8 @@ Per cell, in this order:
 
 1. **records**: the median ``wall_time_s`` of existing ``ok`` records (not resumed from a
    checkpoint: those timed only the rest of a cell) with the same task, task version and config
-   (the resolved config, so the same sizes) on the same device class (the ``hardware`` string
+   (the resolved config, so the same sizes; the keys the task declares tunable, its optimizer's
+   settings, aside) on the same device class (the ``hardware`` string
    of a record's provenance: CPU model and core count, or the GPU's name);
    the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
@@ -78,10 +79,20 @@ def device_class(device: str) -> str:
 
 def _config_key(task: str, task_version: int, config: dict, role: str = "report") -> tuple:
     """Records time cells of the same config and role (a sweep cell skips the reported
-    evaluation, so it times no reporting cell)."""
+    evaluation, so it times no reporting cell). The keys the task declares tunable (the
+    optimizer's settings, tasks.config) do not change what a cell costs and are left out, so
+    records at one learning rate time cells at another."""
+    from tasks import TaskError, get_task_class
+    from tasks.config import tunable_keys
+
     from .records import canonical_json
 
-    return task, int(task_version), canonical_json(config), role
+    try:
+        free = set(tunable_keys(get_task_class(task).Config))
+    except TaskError:          # a plugin task that is not loaded now
+        free = set()
+    kept = {k: v for k, v in config.items() if k not in free}
+    return task, int(task_version), canonical_json(kept), role
 
 
 def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[float]]]:

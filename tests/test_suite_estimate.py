@@ -232,3 +232,15 @@ def test_step_cost_measures_with_the_bench():
     ratios = StepCost("cpu", ["softmax", "ssa"], repeats=1).measure("icl")
     assert set(ratios) == {"softmax", "ssa"} and ratios["softmax"] == 1.0
     assert 0.2 < ratios["ssa"] < 20.0
+
+
+def test_records_at_another_learning_rate_time_a_cell():
+    """lr is tunable (tasks.config): it changes no cost, so a record at lr 1e-3 times a cell at
+    lr 3e-4 of the same sizes; a size key still separates configs."""
+    records = [timed("softmax", 0, 10.0, config={**CONFIG, "lr": 1e-3})]
+    [est] = estimate([cell(config={**CONFIG, "lr": 3e-4})], records, "cpu", hardware_name=HW,
+                     calibrator=no_calibration)
+    assert est.seconds == pytest.approx(10.0)
+    [other] = estimate([cell(config={**CONFIG, "lr": 3e-4, "n_layer": 4})], records, "cpu",
+                       hardware_name=HW, calibrator=no_calibration)
+    assert other.seconds is None and "calibration must not run" in other.source
