@@ -53,7 +53,9 @@ def beside(args: argparse.Namespace) -> int:
           f"{run_args.seeds} (the baseline {meta['baseline']}'s)")
     status = run_profile(run_args)
     results = Path(args.results)
-    name = f"{release}{BESIDE_SUFFIX}{'+'.join(sorted(_scorer_names(args.scorers)))}"
+    import scorers
+
+    name = f"{release}{BESIDE_SUFFIX}{'+'.join(sorted(scorers.resolve_scorers(args.scorers)))}"
     try:
         publish_release([board / "records", results], name, results / "releases",
                         results / "LEADERBOARD.md", html=args.html, refuse_unclean=False,
@@ -61,9 +63,3 @@ def beside(args: argparse.Namespace) -> int:
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench beside: {exc}") from None
     return status
-
-
-def _scorer_names(spec: str) -> list[str]:
-    import scorers
-
-    return scorers.resolve_scorers(spec)
