@@ -95,7 +95,7 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
 def render(curves: dict | None, outdir: Path) -> list[Path]:
     """``curves__<task>.png``: the validation metric against the training step (log axis), the
     mean over seeds with its 95% band, one line per scorer."""
-    from .plots import safe_name, save_log_x
+    from .plots import safe_name, save_log_x, series_style
 
     paths = []
     for key, c in sorted((curves or {}).items()):
@@ -104,10 +104,9 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
         fig = Figure(figsize=(7.0, 4.2))
         ax = fig.add_subplot(1, 1, 1)
         for i, (label, s) in enumerate(sorted(c["scorers"].items())):
-            colour = f"C{i % 10}"
-            ax.plot(s["step"], s["mean"], lw=1.2, color=colour, label=label,
-                    ls="-" if i < 10 else "--")
-            ax.fill_between(s["step"], s["lo"], s["hi"], color=colour, alpha=0.15, lw=0)
+            style = series_style(i)
+            ax.plot(s["step"], s["mean"], lw=1.2, label=label, **style)
+            ax.fill_between(s["step"], s["lo"], s["hi"], color=style["color"], alpha=0.15, lw=0)
         if c["baseline_final"] is not None:
             level = (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
                      else c["baseline_final"] / c["reach"])

@@ -50,6 +50,11 @@ def log_x_ticks(ax) -> None:
     ax.xaxis.set_minor_formatter(mticker.NullFormatter())
 
 
+def series_style(i: int) -> dict:
+    """Colour and line style of the ``i``-th line of a plot: ten colours, then dashed again."""
+    return {"color": f"C{i % 10}", "ls": "-" if i < 10 else "--"}
+
+
 def save_log_x(fig: Figure, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
     """Finish a plot of lines against a log-scaled x (legend, grid) and write it to ``path``."""
     log_x_ticks(ax)

@@ -127,7 +127,7 @@ def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
 def render(tuning: dict | None, outdir: Path) -> list[Path]:
     """``tuning__<task>.png``: validation metric against learning rate, one line per scorer, the
     chosen rate marked."""
-    from .plots import safe_name, save_log_x
+    from .plots import safe_name, save_log_x, series_style
 
     paths = []
     for task, t in sorted((tuning or {}).items()):
@@ -139,7 +139,7 @@ def render(tuning: dict | None, outdir: Path) -> list[Path]:
         for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
             y = [np.nan if v is None else v for v in values]
             (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label,
-                              color=f"C{i % 10}", ls="-" if i < 10 else "--")
+                              **series_style(i))
             chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
             if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
                 ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
