@@ -105,6 +105,11 @@ class FastForm:
     name: ClassVar[str] = "?"            # set by @register_form
     compiles: ClassVar[bool] = False
     auto: ClassVar[tuple[str, ...]] = ()
+    # Per device type of ``auto``: the form runs only calls with fewer keys than this, and the
+    # next form ``auto`` finds runs the longer ones (:class:`ByLength`).
+    auto_below: ClassVar[dict[str, int]] = {}
+    # Device types on which ``auto`` gives the form even to a scorer with its own ``fast_attend``.
+    auto_over_native: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, block_size: int = DEFAULT_BLOCK, compiled: bool = True):
         if block_size < 1:
@@ -127,6 +132,22 @@ class FastForm:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(block_size={self.block_size}, compiled={self.compiled})"
+
+
+class ByLength(FastForm):
+    """``short`` for calls with fewer than ``keys`` keys, ``long`` from there: ``auto``'s choice
+    where one form is faster on short rows and another keeps long rows' memory down. Its name
+    says both, e.g. ``"dense<1024|blocked"``."""
+
+    def __init__(self, short: FastForm, long: FastForm, keys: int):
+        super().__init__(block_size=long.block_size, compiled=long.compiled)
+        self.short, self.long, self.keys = short, long, int(keys)
+        self.name = f"{short.name}<{self.keys}|{long.name}"
+        self.compiles = short.compiles or long.compiles
+
+    def attend(self, scorer, q, k, v, mask):
+        form = self.short if k.shape[-2] < self.keys else self.long
+        return form.attend(scorer, q, k, v, mask)
 
 
 class ReferenceForm(FastForm):

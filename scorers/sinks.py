@@ -1,10 +1,12 @@
 """Scorers whose rows may put mass nowhere: an extra sink logit, or softpick's rectifier."""
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from .base import LogitsScorer, full_mask, masked_fill_neg_inf, zero_empty_rows
+from .base import LogitsScorer, masked_fill_neg_inf, zero_empty_rows
 from .forms import BlockedSpec, FlexSpec
 from .params import constant, per_head, positive
 from .registry import register_scorer
@@ -34,9 +36,14 @@ class SoftmaxPlusOne(LogitsScorer):
         return torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)
 
     def fast_attend(self, q, k, v, mask):
-        k0 = torch.cat([k.new_zeros(*k.shape[:-2], 1, k.shape[-1]), k], dim=-2)
-        v0 = torch.cat([v.new_zeros(*v.shape[:-2], 1, v.shape[-1]), v], dim=-2)
-        out = F.scaled_dot_product_attention(q, k0, v0, attn_mask=self.sdpa_mask(q, k, mask))
+        return self.sdpa_with_sink_key(q, k, v, mask, k.new_zeros(*k.shape[:-2], 1, k.shape[-1]))
+
+    def sdpa_with_sink_key(self, q, k, v, mask, sink_key, scale=None):
+        """SDPA over the keys [sink_key, k], the sink key visible to every query, its value zero."""
+        keys = torch.cat([sink_key, k], dim=-2)
+        values = torch.cat([v.new_zeros(*v.shape[:-2], 1, v.shape[-1]), v], dim=-2)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=self.sdpa_mask(q, k, mask),
+                                             scale=scale)
         return zero_empty_rows(out, mask)
 
     def flex_spec(self, q, k, mask):
@@ -63,12 +70,21 @@ class LearnedSink(SoftmaxPlusOne):
     def sink_logit(self, s):
         return per_head(self.sink, s)
 
-    def sdpa_mask(self, q, k, mask):
-        visible = full_mask(q, k, mask)
-        bias = torch.zeros(visible.shape, dtype=q.dtype, device=q.device)
-        bias = bias.masked_fill(~visible, float("-inf"))
-        sink = self.sink.to(q.dtype).view(-1, 1, 1).expand(*visible.shape[:-1], 1)
-        return torch.cat([sink, bias], dim=-1)
+    def fast_attend(self, q, k, v, mask):
+        """The sink key's logit is sigma_h for every query through one more coordinate: 1 on the
+        queries, 0 on the keys, sigma_h sqrt(d) on the sink key, at SDPA's scale 1/sqrt(d). A bias
+        column instead would make SDPA take a (B, H, Lq, Lk) float mask; q, k and v are padded
+        with zeros to one width, a multiple of 8, which keeps SDPA on its flash kernel on a CPU."""
+        d, dv = q.shape[-1], v.shape[-1]
+        width = (max(d, dv) // 8 + 1) * 8
+        q1 = F.pad(torch.cat([q, q.new_ones(*q.shape[:-1], 1)], dim=-1), (0, width - d - 1))
+        k1 = F.pad(k, (0, width - d))
+        sink = (self.sink.to(k.dtype) * math.sqrt(d)).view(1, -1, 1, 1).expand(*k.shape[:-2], 1, 1)
+        sink_key = F.pad(torch.cat([k.new_zeros(*k.shape[:-2], 1, d), sink], dim=-1),
+                         (0, width - d - 1))
+        out = self.sdpa_with_sink_key(q1, k1, F.pad(v, (0, width - dv)), mask, sink_key,
+                                      scale=1.0 / math.sqrt(d))
+        return out[..., :dv]
 
     def flex_spec(self, q, k, mask):
         sink = self.sink.float().view(1, -1, 1, 1)

@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .base import (LogitsScorer, full_mask, masked_fill_neg_inf, row_count, visible_keys,
+from .base import (LogitsScorer, masked_fill_neg_inf, row_count, visible_keys,
                    zero_empty_rows)
 from .forms import BlockedSpec, FlexSpec
 from .params import constant, per_head, positive
@@ -99,8 +99,8 @@ class SSMax(LogitsScorer):
         return torch.softmax(masked_fill_neg_inf(per_head(self.sigma, s) * log_n * s, mask), dim=-1)
 
     def fast_attend(self, q, k, v, mask):
-        n = full_mask(q, k, mask).sum(-1, keepdim=True).clamp(min=1)
-        q = q * (self.sigma.to(q.dtype).view(-1, 1, 1) * n.to(q.dtype).log())
+        log_n = visible_keys(q, k, mask, q.dtype).log()
+        q = q * (self.sigma.to(q.dtype).view(-1, 1, 1) * log_n)
         return zero_empty_rows(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), mask)
 
     def flex_spec(self, q, k, mask):

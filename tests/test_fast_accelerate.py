@@ -8,19 +8,24 @@ import torch
 import scorers
 from scorers.fast import (FastPathError, accelerate, choose_form, choose_path, fast_paths,
                           is_plain_causal, restore, use_reference)
+from scorers.fast.tiles import RECOMPUTE_FROM_KEYS
 from scorer_checks import make_scorer
 
 from fast_support import inputs, masks
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+# auto on a CPU: the SSA family runs dense below the recompute length, blocked from there.
+BY_LENGTH = f"dense<{RECOMPUTE_FROM_KEYS['cpu']}|blocked"
 
 
 @pytest.mark.parametrize("name,mode,device,path", [
-    ("ssa", "auto", CPU, "blocked"), ("ssa", "auto", CUDA, "flex"),
-    ("stablemax", "auto", CPU, "blocked"), ("sigmoid", "auto", CUDA, "flex"),
+    ("ssa", "auto", CPU, BY_LENGTH), ("ssa", "auto", CUDA, "flex"),
+    ("stablemax", "auto", CPU, BY_LENGTH), ("sigmoid", "auto", CUDA, "flex"),
     ("sigmoid", "auto", CPU, "blocked"), ("entmax15", "auto", CPU, "blocked"),
     ("sparsemax", "auto", CPU, "blocked"), ("entmax15", "pivot", CPU, "pivot"),
-    ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "sdpa"),
+    ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "blocked"),
+    ("learned_sink", "auto", CPU, "blocked"), ("learned_sink", "off", CPU, "sdpa"),
+    ("temperature_softmax", "auto", CPU, "blocked"), ("softmax_plus_one", "auto", CUDA, "sdpa"),
     ("learned_sink", "blocked", CPU, "blocked"), ("softpick", "blocked", CPU, "reference"),
     ("ssa", "dense", CPU, "dense"),
     ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
@@ -71,10 +76,10 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     classes = [type(layer.scorer) for layer in layers]
     ref = [layer(x, mask) for layer in layers]
     assert accelerate(layers, "auto", block_size=4, compiled=False) == {
-        "ssa": "blocked", "sigmoid": "blocked", "softmax": "sdpa"}
+        "ssa": BY_LENGTH, "sigmoid": "blocked", "softmax": "sdpa"}
     assert accelerate(layers[1], "compile", block_size=4, compiled=False) == {
         "sigmoid": "compile"}
-    assert fast_paths(layers) == {"0.scorer": "blocked", "1.scorer": "compile",
+    assert fast_paths(layers) == {"0.scorer": BY_LENGTH, "1.scorer": "compile",
                                   "2.scorer": "sdpa"}
     assert [id(p) for p in layers.parameters()] == params
     assert [type(layer.scorer) for layer in layers] == classes
@@ -93,8 +98,8 @@ def test_a_mixed_model_reports_every_path_of_a_scorer_name():
     layers = torch.nn.ModuleList(scorers.Attention(16, 2, "ssa") for _ in range(2))
     accelerate(layers, "auto")
     assert accelerate(layers[1], "topk") == {"ssa": "reference"}
-    assert fast_paths(layers) == {"0.scorer": "blocked", "1.scorer": "reference"}
-    assert accelerate(layers, "auto") == {"ssa": "blocked"}
+    assert fast_paths(layers) == {"0.scorer": BY_LENGTH, "1.scorer": "reference"}
+    assert accelerate(layers, "auto") == {"ssa": BY_LENGTH}
     assert accelerate(layers, "fused", compiled=False) == {"ssa": "fused"}
 
 
@@ -144,3 +149,20 @@ def test_auto_on_cpu_compiles_nothing():
         scorer = make_scorer(name)
         form = choose_form(scorer, CPU, "auto")
         assert form is None or not form.compiles, (name, form)
+
+
+@pytest.mark.parametrize("keys,runs", [(8, "dense"), (RECOMPUTE_FROM_KEYS["cpu"] - 1, "dense"),
+                                       (RECOMPUTE_FROM_KEYS["cpu"], "blocked")])
+def test_auto_picks_the_form_by_the_number_of_keys(monkeypatch, keys, runs):
+    """dense below the recompute length (where blocked would keep the weights too), blocked from
+    it; both give the reference's output."""
+    scorer = make_scorer("ssa", num_heads=1)
+    accelerate(scorer, "auto")
+    ran = []
+    for form in (scorer.fast_form.short, scorer.fast_form.long):
+        monkeypatch.setattr(form, "attend", lambda *a, f=form, inner=form.attend: (
+            ran.append(f.name), inner(*a))[1])
+    q, k, v = (torch.randn(1, 1, n, 4, dtype=torch.float64) for n in (3, keys, keys))
+    out = scorer.attend(q, k, v, None)
+    assert ran == [runs]
+    torch.testing.assert_close(out, scorer.reference_attend(q, k, v, None))

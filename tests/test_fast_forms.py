@@ -160,7 +160,7 @@ def test_a_plugin_declares_a_fast_form_in_its_own_file_and_auto_picks_it(tmp_pat
         model = torch.nn.ModuleList([scorers.Attention(16, 2, "plugin_doubled"),
                                      scorers.Attention(16, 2, "ssa")])
         assert accelerate(model, "auto") == {"plugin_doubled": "plugin_doubled_sdpa",
-                                             "ssa": "blocked"}
+                                             "ssa": "dense<1024|blocked"}
         scorer = model[0].scorer
         q, k, v, g = inputs()
         for mask_name in ("none", "causal"):

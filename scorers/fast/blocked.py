@@ -291,19 +291,26 @@ def declares_blocked(scorer) -> bool:
     return scorer_class(scorer).blocked_spec is not Scorer.blocked_spec
 
 
-# Measured (forward+backward, causal, fp32, best of 5 at one thread, ratio to SDPA at
-# (8,8,128,32) / (4,8,512,64) / (1,8,2048,64)): ssa 1.75 / 0.99 / 1.02 against dense's 1.89 / 1.13
-# / 0.81 at 1.0-1.15x SDPA's memory from L = 1024 against dense's 5.8x; entmax15 2.95 / 1.28 /
-# 1.29 against pivot's 7.0 / 8.3 / 8.5; sigmoid 0.69 / 0.86 / 0.90 against the reference's 1.89
-# / 2.57 / 2.52. Registered before dense and pivot (scorers/fast/__init__.py), so ``auto`` on a
-# CPU gives it to every scorer declaring it.
+# Measured in one sitting (forward+backward, causal, fp32, 2 threads, median of 7, ratio to SDPA
+# at (8,8,128,32) / (4,8,512,64) / (1,8,2048,64); time / peak memory at 2,048):
+# - ssa 1.35 / 0.95 / 1.03 (memory 1.05x) against dense's 1.20 / 0.93 / 0.69 (5.8x), hence
+#   dense below 1,024 keys (scorers/fast/ssa.py);
+# - sparsemax 1.32 / 1.06 / 1.05 (0.95x) and entmax15 1.68 / 1.13 / 1.15 (0.95x) against pivot's
+#   1.46 / 6.23 / 5.82 (17x) and 1.50 / 8.28 / about 10 (20x);
+# - sigmoid 0.98 / 0.68 / 0.80 (0.95x) against the reference's 1.12 / 2.80 / 2.69 (10x);
+# - temperature_softmax 1.00 / 0.85 / 0.79 (0.74x), ssmax 1.09 / 0.76 / 0.90 and learned_sink
+#   0.96 / 0.76 / 0.80 against their SDPA paths' 1.13 / 0.98 / 1.01 (1.21x), 1.17 / 1.07 / 1.03
+#   (1.32x) and 1.69 / 1.27 / 1.11 (1.66x), hence ``auto_over_native``.
+# Registered before dense and pivot (scorers/fast/__init__.py).
 @register_form("blocked")
 class BlockedForm(FastForm):
     """:func:`blocked_attend` of the scorer's ``blocked_spec``; compiles nothing. ``auto`` on a
-    CPU, before ``dense`` and ``pivot``: below ``RECOMPUTE_FROM_KEYS`` keys (kept weights) it
-    trained as fast as they did, and from there its memory stays within 1.5x SDPA's."""
+    CPU, before ``dense`` and ``pivot`` and over SDPA: below ``RECOMPUTE_FROM_KEYS`` keys (kept
+    weights) it ran as fast as they did or faster, and from there its memory stays within 1.5x
+    SDPA's."""
 
     auto = ("cpu",)
+    auto_over_native = ("cpu",)
 
     @classmethod
     def applies_to(cls, scorer) -> bool:

@@ -7,20 +7,24 @@ reference), ``"auto"`` (below), or the name of a registered form (the scorers it
 it, the others stay as shipped). A run chooses between :data:`FAST_MODES` (``[run] fast`` of a
 profile, ``scorebench run --fast``); ``scorebench bench`` and :func:`accelerate` take every mode.
 
-``auto``: a scorer with its own ``fast_attend`` keeps it; another gets the first registered form
-that applies to it, runs on the device, and lists the device's type in its ``auto``. Measured with
-``scorebench bench train`` (forward, backward and optimizer step, compilation included; README
-"Speed") and ``bench scorers``: on a CPU the forms that compile nothing (a first compilation
-takes 25-300 s per scorer on a 2-core machine), ``blocked`` first (registered before the others:
-every scorer declaring ``blocked_spec``), then ``dense`` for the SSA family and ``pivot`` for
-sparsemax and entmax15; on CUDA FlexAttention.
+``auto``: a scorer gets the first registered form that applies to it, runs on the device and lists
+the device's type in its ``auto``; a scorer with its own ``fast_attend`` keeps it unless that form
+also lists the device in ``auto_over_native``. A form that lists the device in ``auto_below`` runs
+only the shorter rows, the next form the longer ones (:class:`~scorers.forms.ByLength`). Measured
+with ``scorebench bench train`` (forward, backward and optimizer step, compilation included;
+README "Speed") and ``bench scorers`` (README "Speed", with the length sweep): on a CPU only the
+forms that compile nothing (a first compilation takes 25-300 s per scorer on a 2-core machine):
+``blocked`` for every scorer declaring ``blocked_spec``, the SDPA ones included (CPU SDPA ran
+1.0-1.1x itself at 2,048 keys where ``blocked`` ran 0.8-0.9x), with ``dense`` below 1,024 keys for
+the SSA family; on CUDA FlexAttention, and SDPA where a scorer has it.
 """
 from __future__ import annotations
 
 import torch
 
 from ..base import Scorer
-from ..forms import DEFAULT_BLOCK, FastForm, FastPathError, ReferenceForm, form_names, get_form
+from ..forms import (DEFAULT_BLOCK, ByLength, FastForm, FastPathError, ReferenceForm, form_names,
+                     get_form)
 from ..registry import get_scorer_class, list_scorers
 from .planning import module_device
 
@@ -43,27 +47,32 @@ def shipped_path(scorer: Scorer) -> str:
     return scorer.native_form if scorer.has_fast_path else ReferenceForm.name
 
 
-def choose_form(scorer: Scorer, device: torch.device | str, mode: str) -> type[FastForm] | None:
-    """The form class ``mode`` gives this scorer on ``device``; None: as shipped."""
+def choose_form(scorer: Scorer, device: torch.device | str, mode: str, *,
+                block_size: int = DEFAULT_BLOCK, compiled: bool = True) -> FastForm | None:
+    """The form ``mode`` gives this scorer on ``device``, built with the options; None: as
+    shipped."""
     check_mode(mode)
     if mode == "off":
         return None
+    options = dict(block_size=block_size, compiled=compiled)
     if mode != "auto":
         form = get_form(mode)
-        return form if form.applies_to(scorer) else None
-    if scorer.has_fast_path:
-        return None
+        return form(**options) if form.applies_to(scorer) else None
     device = torch.device(device)
-    for name in form_names():
-        form = get_form(name)
-        if device.type in form.auto and form.applies_to(scorer) and form.available(device):
-            return form
-    return None
+    found = [form for form in map(get_form, form_names())
+             if device.type in form.auto and form.applies_to(scorer) and form.available(device)
+             and (not scorer.has_fast_path or device.type in form.auto_over_native)]
+    short = next((f for f in found if device.type in f.auto_below), None)
+    long = next((f for f in found if device.type not in f.auto_below), None)
+    if short is None or long is None:
+        form = long or short
+        return None if form is None else form(**options)
+    return ByLength(short(**options), long(**options), short.auto_below[device.type])
 
 
 def choose_path(scorer: Scorer, device: torch.device | str, mode: str) -> str:
-    """The path ``mode`` gives this scorer on ``device``: a registered form's name, its native
-    form (e.g. sdpa) or reference."""
+    """The path ``mode`` gives this scorer on ``device``: a form's name (a registered form, or
+    two by length, e.g. dense<1024|blocked), its native form (e.g. sdpa) or reference."""
     form = choose_form(scorer, device, mode)
     return shipped_path(scorer) if form is None else form.name
 
@@ -86,9 +95,9 @@ def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int =
     for m in module.modules():
         if isinstance(m, Scorer):
             restore(m)
-            form = choose_form(m, device, mode)
+            form = choose_form(m, device, mode, block_size=block_size, compiled=compiled)
             if form is not None:
-                m.fast_form = form(block_size=block_size, compiled=compiled)
+                m.fast_form = form
             found.setdefault(m.name, set()).add(scorer_path(m))
     return {name: "+".join(sorted(paths)) for name, paths in found.items()}
 

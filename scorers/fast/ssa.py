@@ -22,6 +22,7 @@ from ..forms import DEFAULT_BLOCK, FastForm, FastPathError, register_form, score
 from ..ssa import ssa_transform
 from .planning import (NEG_INF, block_bounds, causal_block_mask, is_plain_causal, module_device,
                        plan_blocks)
+from .tiles import RECOMPUTE_FROM_KEYS
 
 
 def _ssa_t_all(s, n, b):
@@ -282,11 +283,15 @@ class FusedForm(FastForm):
 
 @register_form("dense")
 class DenseForm(FastForm):
-    """:func:`dense_ssa_attend` with the scorer's (n, b); compiles nothing. ``auto`` on a CPU: its
-    training step ran 1.1-1.2x softmax's at the bench's small size, where the compiled fused
-    kernel, its inductor cache already warm, ran 1.2-1.4x."""
+    """:func:`dense_ssa_attend` with the scorer's (n, b); compiles nothing. ``auto`` on a CPU below
+    ``RECOMPUTE_FROM_KEYS`` keys, where the blocked form keeps the weights too (same memory):
+    forward+backward, causal, fp32, 2 threads, ratio to SDPA, dense against blocked, ssa 1.20 /
+    0.93 against 1.35 / 0.95 and stablemax 0.96 / 0.82 against 1.17 / 0.95 at (8, 8, 128, 32) /
+    (4, 8, 512, 64); from there ``blocked`` (its memory 1.05x SDPA's at 2,048 keys, dense's
+    5.8x)."""
 
     auto = ("cpu",)
+    auto_below = {"cpu": RECOMPUTE_FROM_KEYS["cpu"]}
 
     @classmethod
     def applies_to(cls, scorer) -> bool:
