@@ -49,23 +49,21 @@ class FlexSpec:
 
 class LogitTransform:
     """An elementwise t = f(s; params) declared by a scorer beside its formula, for the blocked
-    form's softmax (scorers/fast/blocked.py).
+    form's softmax (scorers/fast/blocked.py), which exponentiates in base 2 and so asks for
+    ``times`` t (``times`` = log2 e) in the same pass.
 
     ``params``: the tensors f depends on (autograd inputs of the blocked node).
-    ``forward(s, *params)``: t (it may overwrite s). ``keep(s, t, *params)``: what ``grad``
-    needs of the tile besides t (overwriting s is allowed). ``grad(kept, t, dt, *params)``:
-    (ds, then one gradient per param; None where it is not needed), t with masked entries at the
-    dtype's lowest value and dt zero there."""
+    ``forward(s, *params, times, keep)``: (times t, kept); it may overwrite s. ``kept``, when
+    ``keep``, is what ``grad`` needs of the tile besides t. ``grad(kept, t, dt, *params, times,
+    needs)``: (ds, then one gradient per param; None where it is not needed) from dt = dL/dt and
+    forward's times t, with masked entries at the dtype's lowest value and dt zero there."""
 
     params: tuple[torch.Tensor, ...] = ()
 
-    def forward(self, s, *params):
-        return s
+    def forward(self, s, *params, times=1.0, keep=False):
+        return s.mul_(times), None
 
-    def keep(self, s, t, *params):
-        return None
-
-    def grad(self, kept, t, dt, *params, needs=()):
+    def grad(self, kept, t, dt, *params, times=1.0, needs=()):
         return (dt,)
 
     def needs_t(self, needs) -> bool:

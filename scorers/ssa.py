@@ -71,14 +71,13 @@ class SSALogits(LogitTransform):
     def __init__(self, n: torch.Tensor):
         self.params = (n,)
 
-    def forward(self, s, n):
-        return ssa_transform(s, n)[0]
+    def forward(self, s, n, times=1.0, keep=False):
+        t, a = ssa_transform(s, n * times)
+        return t, (a.add_(1.0) if keep else None)                  # 1 + |s'|
 
-    def keep(self, s, t, n):
-        return s.abs_().add_(1.0)                                  # 1 + |s'|
-
-    def grad(self, w, t, dt, n, needs=()):
-        dn = torch.dot(dt.reshape(-1), t.reshape(-1)).div(n) if self.needs_t(needs) else None
+    def grad(self, w, t, dt, n, times=1.0, needs=()):
+        dn = (torch.dot(dt.reshape(-1), t.reshape(-1)).div(n * times)
+              if self.needs_t(needs) else None)
         return dt.mul_(n).div_(w), dn
 
     def needs_t(self, needs) -> bool:

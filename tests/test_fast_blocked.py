@@ -124,7 +124,7 @@ def test_online_normalization_survives_far_apart_blocks():
     v = torch.eye(4, dtype=torch.float64)[None, None]
     out = softmax_attend(q, k, v, key_block=2, query_scale=1.0)
     want = torch.softmax(k.view(4), -1)
-    assert (out[0, 0, 0] - want).abs().max().item() <= 1e-15
+    assert (out[0, 0, 0] - want).abs().max().item() <= 1e-12   # t log2 e rounds: ~|t| eps
     out = softmax_attend(q, k, v, key_block=2, query_scale=1.0,
                          sink=torch.full((1, 1, 1, 1), 2000.0, dtype=torch.float64))
     assert out.abs().max().item() <= 1e-300                     # the sink takes it all
