@@ -128,6 +128,18 @@ def test_plain_causal_detection():
     assert not is_plain_causal(torch.ones(4, 5, dtype=torch.bool).tril(), 4, 5)
 
 
+def test_plain_causal_detection_sees_a_mask_changed_in_place():
+    """The answer is remembered per mask object, and forgotten when the mask (or a view of it)
+    is written to."""
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    view = mask[None, None]
+    assert is_plain_causal(mask, 5, 5) and is_plain_causal(view, 5, 5)
+    mask[0, 3] = True
+    assert not is_plain_causal(mask, 5, 5) and not is_plain_causal(view, 5, 5)
+    view[0, 0, 0, 3] = False
+    assert is_plain_causal(mask, 5, 5) and is_plain_causal(view, 5, 5)
+
+
 def test_reference_form_is_the_one_switch_to_the_reference():
     """use_reference sets every scorer's form to its reference, even one that ships SDPA;
     restore gives the shipped paths back."""

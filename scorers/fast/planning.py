@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..forms import DEFAULT_BLOCK, FastPathError
 
@@ -29,12 +30,22 @@ class BlockPlan:
     empty_rows: bool
 
 
+# mask -> (its version counter when checked, whether it was the lower triangle); a model passes
+# one mask object to every layer, so each (L, L) comparison runs once, not once per layer and call.
+_CAUSAL_CHECKED = WeakIdKeyDictionary()
+
+
 def is_plain_causal(mask: torch.Tensor | None, lq: int, lk: int) -> bool:
     """True when ``mask`` is the (…, L, L) lower triangle broadcast over batch and heads."""
     if mask is None or lq != lk or mask.shape[-2:] != (lq, lk) or mask.numel() != lq * lk:
         return False
+    checked = _CAUSAL_CHECKED.get(mask)
+    if checked is not None and checked[0] == mask._version:
+        return checked[1]
     tril = torch.ones(lq, lk, dtype=torch.bool, device=mask.device).tril()
-    return bool(torch.equal(mask.reshape(lq, lk), tril))
+    causal = bool(torch.equal(mask.reshape(lq, lk), tril))
+    _CAUSAL_CHECKED[mask] = (mask._version, causal)
+    return causal
 
 
 def plan_blocks(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,
