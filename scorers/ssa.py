@@ -18,8 +18,8 @@ from .registry import register_scorer
 
 def ssa_transform(s: torch.Tensor, n=None, b=None) -> tuple[torch.Tensor, torch.Tensor]:
     """t = n sgn(s) log1p(b|s|) and a = b|s| (so dt/ds = n b / (1 + a)), as new tensors; n or b
-    None stands for 1 (no pass). The one evaluation of the transform: the reference's
-    :class:`SSATransform` and the SSA forms of scorers/fast/ssa.py all call it."""
+    None stands for 1 (no pass). The reference's :class:`SSATransform` and the SSA forms of
+    scorers/fast/ssa.py call it; the blocked form takes t in base 2 (:class:`SSALogits`)."""
     a = s.abs() if b is None else s.abs().mul_(b)
     t = torch.log1p(a).copysign_(s)
     return (t if n is None else t.mul_(n)), a
