@@ -2,8 +2,8 @@
 torch.compile, on query blocks that only see the keys their rows can see, equals its reference.
 
 The block plan is checked for every scorer without compiling (``compiled=False`` runs the same
-blocks eagerly); compiling is slow on small CPUs, so one compiled scorer runs by default and the
-whole registry under ``-m slow``, each scorer compiled for one of the masks in turn."""
+blocks eagerly); compiling is slow on small CPUs, so the whole registry compiles under ``-m slow``,
+each scorer for one of the masks in turn."""
 from __future__ import annotations
 
 import pytest
@@ -16,6 +16,12 @@ from scorer_checks import configs, make_scorer
 from fast_support import assert_close, inputs, masks, run
 
 LOGITS = [c for c in configs() if issubclass(scorers.get_scorer_class(c[0]), LogitsScorer)]
+# torch.compile unrolls entmax_bisect's loop, about 2 s of compiling per bisection step on a
+# 2-core CPU, every step the same kernels; compiled, it runs this many steps (the reference
+# alike). Blocks bracket tau over their own keys, the reference over the whole row, so the two
+# agree to about 2^-n_iter: 20 steps keep that under the tolerance. The eager blocks above run
+# each configuration's own n_iter.
+COMPILED_BISECTION_STEPS = 20
 
 
 def blocked(scorer, block, compiled):
@@ -57,15 +63,6 @@ def test_module_kind_scorers_are_refused():
         compiled_attend(make_scorer("cosformer"), q, k, v, None)
 
 
-@pytest.mark.slow
-def test_compiled_sigmoid_equals_reference():
-    scorer = make_scorer("sigmoid")
-    q, k, v, g = inputs()
-    mask = masks()["causal"]
-    assert_close(run(scorer.reference_attend, scorer, q, k, v, g, mask),
-                 run(blocked(scorer, 8, compiled=True), scorer, q, k, v, g, mask), "sigmoid")
-
-
 def compiled_mask_for(index: int, name: str) -> str:
     """One mask per compiled scorer, taken in turn, so every mask is compiled for several scorers
     while each scorer compiles once (every mask of every scorer runs the same blocks eagerly in
@@ -78,6 +75,8 @@ def compiled_mask_for(index: int, name: str) -> str:
 @pytest.mark.parametrize("index,name,kwargs", [(i, *c) for i, c in enumerate(LOGITS)],
                          ids=lambda x: str(x))
 def test_compiled_equals_reference_for_every_logits_scorer(index, name, kwargs):
+    if name == "entmax_bisect":
+        kwargs = {**kwargs, "n_iter": min(kwargs.get("n_iter", 50), COMPILED_BISECTION_STEPS)}
     scorer = make_scorer(name, kwargs)
     q, k, v, g = inputs()
     mask_name = compiled_mask_for(index, name)
