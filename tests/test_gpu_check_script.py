@@ -1,5 +1,6 @@
-"""scripts/gpu_check.py runs on a CPU with --quick (the dry run of the GPU script): every check it
-reached passes, the report is JSON, and the bench writes cost records."""
+"""scripts/gpu_check.py runs on a CPU with --quick (the dry run of the GPU script): every check
+passes, the report is JSON, and the bench writes cost records. The budget leaves room for a slow
+host: at 120 s (checks start until 72 s) a 2-core CI host once reached four of the five paths."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
 def test_quick_dry_run_on_cpu(tmp_path):
     out, results = tmp_path / "gpu_check.json", tmp_path / "results"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick",
-                           "--budget-s", "120", "--paths", "dense,pivot,flex,fused,topk",
+                           "--budget-s", "600", "--paths", "dense,pivot,flex,fused,topk",
                            "--out", str(out), "--results", str(results)],
                           capture_output=True, text=True, timeout=900)
     report = json.loads(out.read_text())

@@ -45,6 +45,17 @@ def test_entmax_bisect_matches_exact_solvers():
                   row_weights("entmax15", dtype=torch.float32)).max() <= 2e-7
 
 
+def test_entmax_bisect_brackets_tau_over_the_whole_row_masked_keys_included():
+    """A row's masked keys set where bisection starts, so the same visible keys with masked keys
+    beside them or without: equal to about 2^-n_iter, not to rounding."""
+    s, visible = rand(1, 1, 1, 16), (torch.arange(16) < 5).view(1, 1, 1, 16)
+    for n_iter, low, high in ((6, 1e-3, 1.0), (50, 0.0, 1e-12)):
+        scorer = create_scorer("entmax_bisect", num_heads=1, n_iter=n_iter)
+        whole = scorer.weights_from_logits(s, visible)[..., :5]
+        cut = scorer.weights_from_logits(s[..., :5])
+        assert low < (whole - cut).abs().max().item() < high, n_iter
+
+
 def test_entmax_bisect_alpha_one_is_uniform_so_the_scorer_refuses_it():
     x = torch.tensor([X], dtype=torch.float64)
     assert torch.allclose(entmax.entmax_bisect(x, alpha=1.0), torch.full((1, 4), 0.25, dtype=torch.float64))
