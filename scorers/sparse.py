@@ -91,9 +91,8 @@ class EntmaxBisect(LogitsScorer):
         else:
             self.bisection = fixed_alpha_bisection(alpha)
 
-    def alpha_value(self, s: torch.Tensor) -> torch.Tensor | float:
-        if not self.learn_alpha:
-            return self.alpha
+    def alpha_value(self, s: torch.Tensor) -> torch.Tensor:
+        """The learned per-head alpha (``learn_alpha=True``)."""
         if s.dim() != 4 or s.shape[1] != self.num_heads:
             raise ScorerError(f"scorer 'entmax_bisect' with learn_alpha=True needs (B, "
                               f"{self.num_heads}, Lq, Lk) logits, got {tuple(s.shape)}")
