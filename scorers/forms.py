@@ -24,6 +24,7 @@ instance on each scorer (``scorer.fast_form``), which ``Scorer.attend`` then cal
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
@@ -32,10 +33,17 @@ import torch
 from registry import Registry
 
 DEFAULT_BLOCK = 64
+LOG2E = 1.0 / math.log(2.0)
 
 
 class FastPathError(RuntimeError):
     """A fast path cannot run here; the message names the path and what to use instead."""
+
+
+def check_block_size(block_size: int | None) -> None:
+    if block_size is not None and block_size < 1:
+        raise FastPathError(f"block_size must be >= 1 (or None: each form's own), got "
+                            f"{block_size}")
 
 
 @dataclass
@@ -48,27 +56,26 @@ class FlexSpec:
 
 
 class LogitTransform:
-    """An elementwise t = f(s; params) declared by a scorer beside its formula, for the blocked
-    form's softmax (scorers/fast/blocked.py), which exponentiates in base 2 and so asks for
-    ``times`` t (``times`` = log2 e) in the same pass.
+    """An elementwise, nondecreasing t = f(s; params) declared by a scorer beside its formula,
+    for the blocked form's softmax (scorers/fast/blocked.py). The form exponentiates in base 2,
+    so it asks for t log2 e; and since f is nondecreasing, a row's largest t is f of its largest
+    s, which the form finds before it makes t, so the shift by the running maximum rides on the
+    same pass.
 
     ``params``: the tensors f depends on (autograd inputs of the blocked node).
-    ``forward(s, *params, times, keep)``: (times t, kept); it may overwrite s. ``kept``, when
-    ``keep``, is what ``grad`` needs of the tile besides t. ``grad(kept, t, dt, *params, times,
-    needs)``: (ds, then one gradient per param; None where it is not needed) from dt = dL/dt and
-    forward's times t, with masked entries at the dtype's lowest value and dt zero there."""
+    ``exponent(s, shift, *params, keep)``: (t log2 e - shift, kept), ``shift`` None (zero) or a
+    tensor broadcastable to s; it may overwrite s. ``kept``, when ``keep``, is what ``grad``
+    needs of the tile, and is not overwritten by the caller. ``grad(kept, dt, *params, needs)``:
+    (ds, then one gradient per param; None where ``needs``, the params' requires-grad flags, says
+    it is not needed) from dt = dL/dt, zero at masked entries (whose s is finite)."""
 
     params: tuple[torch.Tensor, ...] = ()
 
-    def forward(self, s, *params, times=1.0, keep=False):
-        return s.mul_(times), None
+    def exponent(self, s, shift, *params, keep=False):
+        return (s.mul_(LOG2E) if shift is None else torch.add(-shift, s, alpha=LOG2E, out=s)), None
 
-    def grad(self, kept, t, dt, *params, times=1.0, needs=()):
+    def grad(self, kept, dt, *params, needs=()):
         return (dt,)
-
-    def needs_t(self, needs) -> bool:
-        """Whether ``grad`` reads t when the params' ``needs`` (requires-grad flags) hold."""
-        return False
 
 
 IDENTITY = LogitTransform()
@@ -98,7 +105,8 @@ class FastForm:
     first call per scorer class and shape pays a ``torch.compile``, seconds to minutes on a CPU).
     ``auto``: the device types on which ``accelerate(mode="auto")`` gives it to the scorers it
     covers (scorers/fast/policy.py). An instance carries its options: ``block_size`` (query rows
-    per block, for the blocked forms) and ``compiled`` (False: the same kernels, eagerly)."""
+    per block; None: ``default_block``, which None leaves to the form) and ``compiled`` (False:
+    the same kernels, eagerly)."""
 
     name: ClassVar[str] = "?"            # set by @register_form
     compiles: ClassVar[bool] = False
@@ -108,11 +116,11 @@ class FastForm:
     auto_below: ClassVar[dict[str, int]] = {}
     # Device types on which ``auto`` gives the form even to a scorer with its own ``fast_attend``.
     auto_over_native: ClassVar[tuple[str, ...]] = ()
+    default_block: ClassVar[int | None] = DEFAULT_BLOCK
 
-    def __init__(self, *, block_size: int = DEFAULT_BLOCK, compiled: bool = True):
-        if block_size < 1:
-            raise FastPathError(f"block_size must be >= 1, got {block_size}")
-        self.block_size = int(block_size)
+    def __init__(self, *, block_size: int | None = None, compiled: bool = True):
+        check_block_size(block_size)
+        self.block_size = self.default_block if block_size is None else int(block_size)
         self.compiled = bool(compiled)
 
     @classmethod

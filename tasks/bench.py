@@ -247,6 +247,11 @@ def measure_memory(variants: list[Variant], device) -> None:
 # ---------------------------------------------------------------------------------------------
 # bench scorers
 
+def _check_block_size(block_size) -> None:
+    if block_size is not None and block_size < 1:
+        raise BenchError(f"--block-size must be >= 1, got {block_size}")
+
+
 def _check_device_and_threads(device: str, threads: int) -> None:
     try:
         torch.device(device)
@@ -269,7 +274,7 @@ class ScorerBenchConfig:
     threads: int = 0  # 0: torch's default
     clock: str = "wall"
     fast_mode: str = "auto"
-    block_size: int = 64
+    block_size: int | None = None  # None: each form's own
 
     def __post_init__(self):
         self.check()
@@ -297,8 +302,7 @@ class ScorerBenchConfig:
 
         if self.fast_mode not in modes():
             raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
-        if self.block_size < 1:
-            raise BenchError(f"--block-size must be >= 1, got {self.block_size}")
+        _check_block_size(self.block_size)
 
 
 
@@ -572,7 +576,7 @@ class TrainBenchConfig:
     threads: int = 0
     clock: str = "wall"
     fast_mode: str = "auto"  # as training runs the scorers ([run] fast = "auto")
-    block_size: int = 64
+    block_size: int | None = None
     size: str = "small"
 
     def __post_init__(self):
@@ -592,6 +596,7 @@ class TrainBenchConfig:
 
         if self.fast_mode not in modes():
             raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
+        _check_block_size(self.block_size)
 
 
 
@@ -628,7 +633,7 @@ TRAIN_SIZES = {
 
 
 def _train_step_factory(backbone: str, scorer: str, size: dict, device, fast_mode: str,
-                        block_size: int) -> tuple[Callable[[], None], int, str]:
+                        block_size: int | None) -> tuple[Callable[[], None], int, str]:
     """A closure running one training step of ``backbone`` with ``scorer``, its tokens, and the
     path the scorer runs: "auto" and "off" through ``tasks.training.prepare_model``, as a
     training task runs it; another mode through ``scorers.fast.accelerate`` directly."""

@@ -14,11 +14,13 @@ Two kinds of weights run here (blocked_sparse.py has sparsemax and 1.5-entmax):
 
       w_ij = exp(t_ij) / (exp(sigma) + sum_{k in V_i} exp(t_ik)),   t = f(s),
 
-  by online normalization over key blocks (running max m_i and sum l_i, rescaled as m grows).
+  by online normalization over key blocks (running max m_i and sum l_i, rescaled as m grows;
+  f is nondecreasing, so a tile's row maxima of t are f of its row maxima of s, found first).
   Saved: lse_i = log(exp(sigma) + sum exp(t)). Backward, with delta_i = sum_j dO_ij O_ij:
   dt = w (dP - delta), ds = dt f'(s), dsigma = -sum_i exp(sigma - lse_i) delta_i.
   Everything runs in base 2 (t log2 e, lse log2 e, exp2), as FlashAttention-2 does: on a CPU
-  ``exp2`` is several times faster than ``exp``, and the scaling rides on the transform's pass.
+  ``exp2`` is several times faster than ``exp``, and the scaling and the shift by m (or lse)
+  ride on the transform's passes.
   ``f`` is a :class:`LogitTransform` the scorer declares beside its formula (identity for the
   softmaxes, n sgn(s) log1p(|s|) for the SSA family).
 - :func:`gate_attend`, pointwise weights ``w = g(s)`` (sigmoid(s + beta), relu(s), relu(s)^2)
@@ -36,7 +38,8 @@ import math
 import torch
 
 from ..base import Scorer, compute_dtype
-from ..forms import IDENTITY, BlockedSpec, FastForm, LogitTransform, register_form, scorer_class
+from ..forms import (IDENTITY, LOG2E, BlockedSpec, FastForm, LogitTransform, register_form,
+                     scorer_class)
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
 from .planning import NEG_INF
 from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
@@ -45,9 +48,6 @@ from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tile
 
 # ---------------------------------------------------------------------------------------------
 # Softmax of transformed logits
-
-LOG2E = 1.0 / math.log(2.0)
-
 
 def _row_max(t: torch.Tensor) -> torch.Tensor:
     return t.amax(-1, keepdim=True)
@@ -64,7 +64,7 @@ class BlockedSoftmax(torch.autograd.Function):
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
         lse2 = q.new_empty(bsz, heads, lq, 1)
         sink2 = None if sink is None else sink * LOG2E
-        keep_t = not tiling.recompute and transform.needs_t(ctx.needs_input_grad[7:])
+        lowest = torch.finfo(q.dtype).min
         kept = []
         for i, j, e in tiling.blocks:
             m = l = acc = None               # running max of t log2 e (-inf: no key), sum, P V
@@ -74,15 +74,12 @@ class BlockedSoftmax(torch.autograd.Function):
             block_kept = []
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                s = tile_logits(qb, k, a, b)
-                t, saved = transform.forward(s, *params, times=LOG2E, keep=not tiling.recompute)
-                hide(t, hidden, NEG_INF)
-                if not tiling.recompute:
-                    t_copy = t.clamp(min=torch.finfo(t.dtype).min) if keep_t else None
-                del s
-                m_new = _row_max(t) if m is None else torch.maximum(m, _row_max(t))
+                s = hide(tile_logits(qb, k, a, b), hidden, lowest)
+                top = transform.exponent(_row_max(s), None, *params)[0]
+                m_new = top if m is None else torch.maximum(m, top)
                 m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
-                p = t.sub_(m_safe).exp2_()
+                t, saved = transform.exponent(s, m_safe, *params, keep=not tiling.recompute)
+                p = hide(t, hidden, NEG_INF).exp2_()
                 pv = torch.matmul(p, v[..., a:b, :])
                 if m is None:
                     l, acc = p.sum(-1, keepdim=True), pv
@@ -92,7 +89,7 @@ class BlockedSoftmax(torch.autograd.Function):
                     acc = pv if acc is None else acc.mul_(alpha).add_(pv)
                 m = m_new
                 if not tiling.recompute:
-                    block_kept.append((p, m_safe, saved, t_copy))
+                    block_kept.append((p, m_safe, saved))
             empty = l == 0
             if acc is None:                        # a sink and no key
                 acc = out.new_zeros(bsz, heads, j - i, v.shape[-1])
@@ -100,9 +97,9 @@ class BlockedSoftmax(torch.autograd.Function):
             block_lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty,
                                                                                     math.inf)
             lse2[..., i:j, :] = block_lse2
-            for p, m_safe, saved, t_copy in block_kept:   # exp(t - m) -> exp(t - lse)
+            for p, m_safe, saved in block_kept:   # exp(t - m) -> exp(t - lse)
                 p.mul_((m_safe - block_lse2).exp2_())
-                kept.append((p, saved, t_copy))
+                kept.append((p, saved))
         ctx.tiling, ctx.transform, ctx.n_params = tiling, transform, len(params)
         ctx.has_sink = sink is not None
         ctx.kept = kept
@@ -126,24 +123,21 @@ class BlockedSoftmax(torch.autograd.Function):
         dq = torch.zeros_like(q)
         dk, dv = torch.zeros_like(k), torch.zeros_like(v)
         dparams = [None] * len(params)
-        lowest = torch.finfo(q.dtype).min
-        keep_t = transform.needs_t(needs)
         for i, j, e in tiling.blocks:
             dob, lse_b, delta_b = d_out[..., i:j, :], lse2[..., i:j, :], delta[..., i:j, :]
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
-                    s = tile_logits(qb, k, a, b)
-                    t, saved = transform.forward(s, *params, times=LOG2E, keep=True)
-                    hide(t, hidden, lowest)
-                    p = (t - lse_b if keep_t else t.sub_(lse_b)).exp2_()
+                    t, saved = transform.exponent(tile_logits(qb, k, a, b), lse_b, *params,
+                                                  keep=True)
+                    p = hide(t, hidden, NEG_INF).exp2_()
                 else:
-                    p, saved, t = next(kept)
+                    p, saved = next(kept)
                 if need_v:
                     dv[..., a:b, :] += torch.matmul(p.transpose(-1, -2), dob)
                 dt = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).sub_(delta_b).mul_(p)
                 del p
-                ds, *grads = transform.grad(saved, t, dt, *params, times=LOG2E, needs=needs)
+                ds, *grads = transform.grad(saved, dt, *params, needs=needs)
                 for n_, g_ in enumerate(grads):
                     if g_ is not None:
                         dparams[n_] = g_ if dparams[n_] is None else dparams[n_] + g_
@@ -161,7 +155,7 @@ class BlockedSoftmax(torch.autograd.Function):
 
 
 def softmax_attend(q, k, v, mask=None, *, transform: LogitTransform = IDENTITY,
-                   query_scale=None, sink=None, block_size: int = 64,
+                   query_scale=None, sink=None, block_size: int | None = None,
                    key_block: int | None = None, recompute: bool | None = None) -> torch.Tensor:
     """softmax over visible keys (and the sink logit ``sink``, whose weight is dropped) of
     ``t = transform(s)``, ``s = (q * query_scale) k^T``, times v, blocked with recompute.
@@ -259,7 +253,7 @@ class BlockedGate(torch.autograd.Function):
 
 
 def gate_attend(q, k, v, mask=None, *, gate: str, bias: float = 0.0, query_scale=None,
-                block_size: int = 64, key_block: int | None = None,
+                block_size: int | None = None, key_block: int | None = None,
                 recompute: bool | None = None) -> torch.Tensor:
     """sum over visible keys of g(s_ij) v_j, ``s = (q * query_scale) k^T``, ``g`` one of
     :data:`GATES` (sigmoid(s + bias), relu(s), relu(s)^2), blocked with recompute.
@@ -275,7 +269,7 @@ def gate_attend(q, k, v, mask=None, *, gate: str, bias: float = 0.0, query_scale
     return out.to(v.dtype)
 
 
-def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int = 64,
+def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | None = None,
                    key_block: int | None = None, recompute: bool | None = None):
     """Run the blocked form ``spec`` (a scorer's ``blocked_spec(q, k, mask)``)."""
     options = dict(block_size=block_size, key_block=key_block, recompute=recompute)
@@ -316,6 +310,7 @@ class BlockedForm(FastForm):
 
     auto = ("cpu",)
     auto_over_native = ("cpu",)
+    default_block = None              # tiles.py's BLOCK_ROWS, by whether the weights are kept
 
     @classmethod
     def applies_to(cls, scorer) -> bool:

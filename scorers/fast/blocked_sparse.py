@@ -179,8 +179,9 @@ class BlockedSparse(torch.autograd.Function):
                 None, None, None)
 
 
-def sparse_attend(q, k, v, mask=None, *, kind: str, query_scale=None, block_size: int = 64,
-                  key_block: int | None = None, recompute: bool | None = None) -> torch.Tensor:
+def sparse_attend(q, k, v, mask=None, *, kind: str, query_scale=None,
+                  block_size: int | None = None, key_block: int | None = None,
+                  recompute: bool | None = None) -> torch.Tensor:
     """sparsemax (``kind="sparsemax"``) or 1.5-entmax (``"entmax15"``) over the visible keys of
     ``s = (q * query_scale) k^T`` (default scale 1/sqrt(d)), times v, blocked with recompute.
     Inputs in bf16/fp16 run in fp32 and come back in their dtype."""

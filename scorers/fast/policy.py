@@ -23,8 +23,8 @@ from __future__ import annotations
 import torch
 
 from ..base import Scorer
-from ..forms import (DEFAULT_BLOCK, ByLength, FastForm, FastPathError, ReferenceForm, form_names,
-                     get_form)
+from ..forms import (ByLength, FastForm, FastPathError, ReferenceForm, check_block_size,
+                     form_names, get_form)
 from ..registry import get_scorer_class, list_scorers
 from .planning import module_device
 
@@ -48,7 +48,7 @@ def shipped_path(scorer: Scorer) -> str:
 
 
 def choose_form(scorer: Scorer, device: torch.device | str, mode: str, *,
-                block_size: int = DEFAULT_BLOCK, compiled: bool = True) -> FastForm | None:
+                block_size: int | None = None, compiled: bool = True) -> FastForm | None:
     """The form ``mode`` gives this scorer on ``device``, built with the options; None: as
     shipped."""
     check_mode(mode)
@@ -77,19 +77,19 @@ def choose_path(scorer: Scorer, device: torch.device | str, mode: str) -> str:
     return shipped_path(scorer) if form is None else form.name
 
 
-def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int = DEFAULT_BLOCK,
+def accelerate(module: torch.nn.Module, mode: str = "auto", *, block_size: int | None = None,
                compiled: bool = True, device=None) -> dict[str, str]:
     """Set the form every scorer in ``module`` (or ``module`` itself) runs, and return
     ``{scorer name: path}`` (blocked, fused, dense, flex, topk, pivot, compile, sdpa, linear or
     reference), e.g. for a record's provenance. Call it after moving the model to its device
     (``device`` defaults to the module's).
 
-    ``mode``: see the module doc. ``block_size``: query rows per block of the blocked forms.
+    ``mode``: see the module doc. ``block_size``: query rows per block (default: each form's
+    own; 64 for the planned forms, and the blocked form's tiling picks its own by row length).
     ``compiled=False`` runs the forms that compile eagerly (same numbers; for tests).
     Parameters, buffers, state-dict keys and classes are unchanged; :func:`restore` undoes it."""
     check_mode(mode)
-    if block_size < 1:
-        raise FastPathError(f"block_size must be >= 1, got {block_size}")
+    check_block_size(block_size)
     device = module_device(module) if device is None else torch.device(device)
     found: dict[str, set[str]] = {}
     for m in module.modules():

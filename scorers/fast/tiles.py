@@ -1,7 +1,8 @@
 """The tiles of the blocked forms with recompute (blocked.py, blocked_sparse.py): query blocks
-of ``block_size`` rows that stop at the last key some row of theirs sees (as planning.py's), their
-keys cut into key blocks so that one (B, H, rows, keys) tile of logits stays below
-:data:`TILE_ELEMENTS`, and whether the backward makes the tiles again or keeps their weights.
+of ``block_size`` rows (by default :data:`BLOCK_ROWS`) that stop at the last key some row of
+theirs sees (as planning.py's), their keys cut into key blocks so that one (B, H, rows, keys) tile
+of logits stays below :data:`TILE_ELEMENTS`, and whether the backward makes the tiles again or
+keeps their weights.
 """
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ TILE_ELEMENTS = 1 << 20
 # against 0.90 (the kept weights: 3.6x SDPA's memory); at (1, 8, 2048, 64) it cost ssa 1.02
 # and stablemax 0.86, where kept weights would take 6x SDPA's memory. So short rows keep them.
 RECOMPUTE_FROM_KEYS: dict[str, int] = {"cpu": 1024, "cuda": 0}
+# Query rows per block where the weights are kept / recomputed. Measured on the 2-core CPU
+# (forward + backward, causal, fp32, 2 threads, median of 5, ratio to SDPA), 64 / 128 rows: at
+# (1, 8, 2048, 64) ssa 1.03 / 0.89, sigmoid 0.79 / 0.75, entmax15 1.31 / 1.25 and
+# temperature_softmax 0.73 / 0.66 (larger matmuls, half the Python steps); at (8, 8, 128, 32) 128
+# rows ran 10-40% slower (the diagonal tile's masked half), at (4, 8, 512, 64) within 5%. Tiles
+# of 8 MiB ran ssa 0.88 at 2,048 keys but took 1.9x SDPA's memory.
+BLOCK_ROWS: dict[bool, int] = {False: 64, True: 128}
 
 
 class BlockedError(ValueError):
@@ -66,27 +74,30 @@ class Tiling:
 
 
 def plan_tiles(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, *,
-               block_size: int = 64, key_block: int | None = None,
+               block_size: int | None = None, key_block: int | None = None,
                recompute: bool | None = None) -> Tiling:
     """The tiles of an attention of ``q`` (B, H, Lq, D) over ``k`` (B, H, Lk, D) under ``mask``.
 
-    Query blocks have ``block_size`` rows and stop at the last key some row of theirs sees (masked
-    keys weigh exactly zero in every scorer here); ``key_block`` (default: the most keys that keep
-    a tile under :data:`TILE_ELEMENTS`, a multiple of 64) cuts their keys. ``recompute`` (default:
-    from :data:`RECOMPUTE_FROM_KEYS` for the device and Lk)."""
-    if block_size < 1:
+    Query blocks have ``block_size`` rows (default: :data:`BLOCK_ROWS` by ``recompute``) and stop
+    at the last key some row of theirs sees (masked keys weigh exactly zero in every scorer here);
+    ``key_block`` (default: the most keys that keep a tile under :data:`TILE_ELEMENTS`, a multiple
+    of 64) cuts their keys. ``recompute`` (default: from :data:`RECOMPUTE_FROM_KEYS` for the
+    device and Lk)."""
+    if block_size is not None and block_size < 1:
         raise BlockedError(f"block_size must be >= 1, got {block_size}")
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"attention mask must be boolean (True = visible), got {mask.dtype}")
     bsz, heads, lq = q.shape[:3]
     lk = k.shape[-2]
+    if recompute is None:
+        recompute = lk >= RECOMPUTE_FROM_KEYS.get(q.device.type, 0)
+    if block_size is None:
+        block_size = BLOCK_ROWS[recompute]
     if key_block is None:
         fit = TILE_ELEMENTS // max(1, bsz * heads * min(block_size, lq))
         key_block = max(64, fit // 64 * 64)
     if key_block < 1:
         raise BlockedError(f"key_block must be >= 1, got {key_block}")
-    if recompute is None:
-        recompute = lk >= RECOMPUTE_FROM_KEYS.get(q.device.type, 0)
     bounds = [(i, min(i + block_size, lq)) for i in range(0, lq, block_size)]
     if mask is None:
         return Tiling(tuple((i, j, lk) for i, j in bounds), key_block, False, None, False,

@@ -31,8 +31,10 @@ def _common_options(p) -> None:
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall time (default) or this process's CPU time (steadier on a "
                         "shared machine with one thread)")
-    p.add_argument("--block-size", type=_positive, default=64, metavar="N",
-                   help="query rows per block of the compiled and fused paths (default 64)")
+    p.add_argument("--block-size", type=_positive, default=None, metavar="N",
+                   help="query rows per block of every form (default: each form's own; 64 for "
+                        "the compiled, fused, dense and topk paths, 64 or 128 by row length "
+                        "for blocked)")
     p.add_argument("--results", default="results", metavar="DIR",
                    help="results directory for the cost records (default ./results)")
     p.add_argument("--no-records", action="store_true", help="print the table only")
