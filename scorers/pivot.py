@@ -34,9 +34,10 @@ import entmax
 import torch
 
 
-def _support(d: torch.Tensor) -> torch.Tensor:
-    """|{d > 0}| per row as floats, for d >= 0 (sign: one pass, no boolean tensor)."""
-    return torch.sign(d).sum(-1, keepdim=True)
+def _support_(d: torch.Tensor) -> torch.Tensor:
+    """|{d > 0}| per row as floats, for d >= 0 (sign: one pass, no boolean tensor); overwrites d
+    (in place: no second tensor to allocate)."""
+    return d.sign_().sum(-1, keepdim=True)
 
 
 def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
@@ -45,8 +46,9 @@ def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
     k = None
     for _ in range(z.shape[-1] + 1):
         d = (z - tau).clamp_(min=0)
-        k_new = _support(d)
-        tau = tau + (d.sum(-1, keepdim=True) - 1) / k_new  # (sum_S z - 1) / |S|
+        s1 = d.sum(-1, keepdim=True)
+        k_new = _support_(d)
+        tau = tau + (s1 - 1) / k_new  # (sum_S z - 1) / |S|
         if k is not None and torch.equal(k_new, k):
             break  # S_{t+1} = S_t (supports only shrink): tau is the fixed point
         k = k_new
@@ -60,20 +62,20 @@ def entmax15_threshold(z: torch.Tensor, max_iter: int = 50) -> torch.Tensor | No
     k = None
     for _ in range(max_iter):
         d = (z - tau).clamp_(min=0)
-        k_new = _support(d)
         s1 = d.sum(-1, keepdim=True)
         s2 = torch.linalg.vecdot(d, d).unsqueeze(-1)
+        k_new = _support_(d)
         if k is not None and torch.equal(k_new, k):
             # the exact tau of S = {z > tau}, from d = z - tau on S: mean_S z = tau + s1/k
             mean = s1 / k
             var = s2 / k - mean * mean
             exact = tau + mean - ((1 - k * var) / k).clamp(min=0).sqrt()
             d = (z - exact).clamp_(min=0)
-            if torch.equal(_support(d), k):
+            residual = (torch.linalg.vecdot(d, d).unsqueeze(-1) - 1).abs()
+            if torch.equal(_support_(d), k):
                 return exact  # {z > exact} = S: exact solves sum (z - tau)_+^2 = 1
             # a key within rounding of tau* may fall on either side: accept a residual at the
             # rounding level of the row's sum (its weight is ~0 either way)
-            residual = (torch.linalg.vecdot(d, d).unsqueeze(-1) - 1).abs()
             if bool((residual <= 4 * k * torch.finfo(z.dtype).eps).all()):
                 return exact
         k = k_new

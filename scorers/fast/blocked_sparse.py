@@ -38,8 +38,9 @@ CACHE_TILES = 4
 MAX_NEWTON = 50
 
 
-def _support(d: torch.Tensor) -> torch.Tensor:
-    return torch.sign(d).sum(-1, keepdim=True)
+def _support_(d: torch.Tensor) -> torch.Tensor:
+    """|{d > 0}| per row, for d >= 0; overwrites d (in place: no second tensor to allocate)."""
+    return d.sign_().sum(-1, keepdim=True)
 
 
 class _Rows:
@@ -81,10 +82,10 @@ def _sums(rows: _Rows, tau: torch.Tensor, power: int):
     k = s1 = s2 = 0
     for _, _, z in rows.passes():
         d = (z - tau).clamp_(min=0)
-        k = k + _support(d)
         s1 = s1 + d.sum(-1, keepdim=True)
         if power == 2:
             s2 = s2 + torch.linalg.vecdot(d, d).unsqueeze(-1)
+        k = k + _support_(d)
     return k, s1, s2
 
 
