@@ -34,10 +34,15 @@ import entmax
 import torch
 
 
-def _support_(d: torch.Tensor) -> torch.Tensor:
+def support_size_(d: torch.Tensor) -> torch.Tensor:
     """|{d > 0}| per row as floats, for d >= 0 (sign: one pass, no boolean tensor); overwrites d
     (in place: no second tensor to allocate)."""
     return d.sign_().sum(-1, keepdim=True)
+
+
+def sum_of_squares(d: torch.Tensor) -> torch.Tensor:
+    """sum d^2 per row (a norm: one pass, several times faster than vecdot on a CPU)."""
+    return torch.linalg.vector_norm(d, dim=-1, keepdim=True).square_()
 
 
 def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
@@ -47,7 +52,7 @@ def sparsemax_threshold(z: torch.Tensor) -> torch.Tensor:
     for _ in range(z.shape[-1] + 1):
         d = (z - tau).clamp_(min=0)
         s1 = d.sum(-1, keepdim=True)
-        k_new = _support_(d)
+        k_new = support_size_(d)
         tau = tau + (s1 - 1) / k_new  # (sum_S z - 1) / |S|
         if k is not None and torch.equal(k_new, k):
             break  # S_{t+1} = S_t (supports only shrink): tau is the fixed point
@@ -63,16 +68,16 @@ def entmax15_threshold(z: torch.Tensor, max_iter: int = 50) -> torch.Tensor | No
     for _ in range(max_iter):
         d = (z - tau).clamp_(min=0)
         s1 = d.sum(-1, keepdim=True)
-        s2 = torch.linalg.vecdot(d, d).unsqueeze(-1)
-        k_new = _support_(d)
+        s2 = sum_of_squares(d)
+        k_new = support_size_(d)
         if k is not None and torch.equal(k_new, k):
             # the exact tau of S = {z > tau}, from d = z - tau on S: mean_S z = tau + s1/k
             mean = s1 / k
             var = s2 / k - mean * mean
             exact = tau + mean - ((1 - k * var) / k).clamp(min=0).sqrt()
             d = (z - exact).clamp_(min=0)
-            residual = (torch.linalg.vecdot(d, d).unsqueeze(-1) - 1).abs()
-            if torch.equal(_support_(d), k):
+            residual = (sum_of_squares(d) - 1).abs()
+            if torch.equal(support_size_(d), k):
                 return exact  # {z > exact} = S: exact solves sum (z - tau)_+^2 = 1
             # a key within rounding of tau* may fall on either side: accept a residual at the
             # rounding level of the row's sum (its weight is ~0 either way)

@@ -28,6 +28,7 @@ import math
 import torch
 
 from ..base import compute_dtype
+from ..pivot import sum_of_squares, support_size_
 from .planning import NEG_INF
 from .tiles import (Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads, scale_rows,
                     tile_logits)
@@ -36,11 +37,6 @@ SPARSE_KINDS = {"sparsemax": 1, "entmax15": 2}
 # A query block keeps its logit tiles across the threshold's passes up to this many tiles.
 CACHE_TILES = 4
 MAX_NEWTON = 50
-
-
-def _support_(d: torch.Tensor) -> torch.Tensor:
-    """|{d > 0}| per row, for d >= 0; overwrites d (in place: no second tensor to allocate)."""
-    return d.sign_().sum(-1, keepdim=True)
 
 
 class _Rows:
@@ -84,8 +80,8 @@ def _sums(rows: _Rows, tau: torch.Tensor, power: int):
         d = (z - tau).clamp_(min=0)
         s1 = s1 + d.sum(-1, keepdim=True)
         if power == 2:
-            s2 = s2 + torch.linalg.vecdot(d, d).unsqueeze(-1)
-        k = k + _support_(d)
+            s2 = s2 + sum_of_squares(d)
+        k = k + support_size_(d)
     return k, s1, s2
 
 
