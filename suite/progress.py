@@ -42,21 +42,26 @@ class RichReporter:
     def __exit__(self, *exc):
         self.progress.stop()
 
-    def planned(self, to_run: int, resumed: int) -> None:
+    def planned(self, jobs: list[CellJob], resumed: list[dict]) -> None:
         if resumed:
-            self.console.print(f"{resumed} cell(s) already have a record and are skipped "
+            self.console.print(f"{len(resumed)} cell(s) already have a record and are skipped "
                                f"(--rerun failed|all runs them again)")
-        self.overall = self.progress.add_task("[bold]cells", total=to_run)
-        self.tally.start(to_run)
-        self.console.print(f"{to_run} cell(s) to run; started {self.tally.clock(time.time())}")
+        self.overall = self.progress.add_task("[bold]cells", total=len(jobs))
+        prior: dict[str, list[float]] = {}
+        for record in resumed:
+            wall = record.get("provenance", {}).get("wall_time_s")
+            if record.get("status") == "ok" and wall:
+                prior.setdefault(record["cell"]["task"], []).append(wall)
+        self.tally.start([job.cell.task for job in jobs], prior)
+        self.console.print(f"{len(jobs)} cell(s) to run; started {self.tally.clock(time.time())}")
 
-    def added(self, count: int) -> None:
+    def added(self, jobs: list[CellJob]) -> None:
         """More cells to run than planned: the tuning protocol's further sweep points and its
         reporting cells, known once the sweep's records are."""
-        self.tally.total += count
+        self.tally.add([job.cell.task for job in jobs])
         if self.overall is not None:
             self.progress.update(self.overall, total=self.tally.total)
-        self.console.print(f"{count} more cell(s) to run (tuning: sweep points or reporting "
+        self.console.print(f"{len(jobs)} more cell(s) to run (tuning: sweep points or reporting "
                            f"cells now known)")
 
     def event(self, event: Event) -> None:
@@ -79,7 +84,7 @@ class RichReporter:
         self.console.print(
             f"[{STYLE.get(status, 'white')}]{status:>8}[/] {escape(job.cell.label)} "
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
-        self.tally.finished(status in HARNESS_FAILURES)
+        self.tally.finished(job.cell.task, wall, status in HARNESS_FAILURES)
         self.console.print(f"[dim]{self.tally.line()}[/]")
 
     def note(self, text: str) -> None:
@@ -87,30 +92,52 @@ class RichReporter:
 
 
 class Tally:
-    """Cells done, failed and left, and the expected finish: now + left x (elapsed / done), the
-    run's own throughput so far (so it accounts for the workers running at once)."""
+    """Cells done, failed and left, and the expected finish. Cells of one task cost alike and
+    those of different tasks do not (a decoder cell takes minutes, an ICL cell seconds), so the
+    time left is, per task, its cells left times the mean wall time of its cells finished in
+    this run (before the first: of its records the run resumed, else of every cell finished),
+    divided by the cells the run has kept busy at once so far (sum of wall times / elapsed)."""
 
     def __init__(self, clock=time.time):
         self.now = clock
         self.total = self.done = self.failed = 0
         self.t0 = 0.0
+        self.left: Counter[str] = Counter()
+        self.walls: dict[str, list[float]] = {}
+        self.prior: dict[str, float] = {}
 
-    def start(self, total: int) -> None:
-        self.total, self.done, self.failed, self.t0 = total, 0, 0, self.now()
+    def start(self, tasks: list[str], prior: dict[str, list[float]] | None = None) -> None:
+        """``tasks``: the task of each cell to run; ``prior``: wall times of earlier records,
+        by task."""
+        self.total, self.done, self.failed, self.t0 = len(tasks), 0, 0, self.now()
+        self.left, self.walls = Counter(tasks), {}
+        self.prior = {task: sum(ws) / len(ws) for task, ws in (prior or {}).items() if ws}
 
-    def finished(self, failed: bool) -> None:
+    def add(self, tasks: list[str]) -> None:
+        self.total += len(tasks)
+        self.left.update(tasks)
+
+    def finished(self, task: str, wall_s: float, failed: bool) -> None:
         self.done += 1
         self.failed += int(failed)
+        self.left[task] -= 1
+        self.walls.setdefault(task, []).append(wall_s)
 
     @staticmethod
     def clock(t: float) -> str:
         return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
     def eta(self) -> float | None:
-        if not self.done:
-            return None
         now = self.now()
-        return now + (self.total - self.done) * (now - self.t0) / self.done
+        walls = [w for ws in self.walls.values() for w in ws]
+        if not walls or now <= self.t0:
+            return None
+        overall = sum(walls) / len(walls)
+        per_task = {task: sum(ws) / len(ws) for task, ws in self.walls.items()}
+        busy = sum(walls) / (now - self.t0)
+        left = sum(n * per_task.get(task, self.prior.get(task, overall))
+                   for task, n in self.left.items() if n > 0)
+        return now + left / busy
 
     def line(self) -> str:
         left = max(self.total - self.done, 0)

@@ -28,7 +28,7 @@ FollowUp = Callable[[Callable[..., "dict | None"]], "list[PlannedCell]"]
 class Reporter(Protocol):
     """Receives what happens during a run (``suite.progress.RichReporter`` draws it)."""
 
-    def planned(self, to_run: int, resumed: int) -> None: ...
+    def planned(self, jobs: list[CellJob], resumed: list[dict]) -> None: ...
 
     def event(self, event: Event) -> None: ...
 
@@ -38,7 +38,7 @@ class Reporter(Protocol):
 
 
 class NullReporter:
-    def planned(self, to_run, resumed): pass
+    def planned(self, jobs, resumed): pass
 
     def event(self, event): pass
 
@@ -103,7 +103,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     seen: set[str] = set()
     stale = 0
 
-    def add(cells: list[PlannedCell], first: bool = False) -> int:
+    def add(cells: list[PlannedCell], first: bool = False) -> list[CellJob]:
         """Queue the cells not seen yet; ``first``: ahead of those queued (a follow-up's cells
         complete a sweep or its reporting cells, so a run stopped early holds whole scorers)."""
         nonlocal stale
@@ -124,7 +124,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
             pending.extendleft(reversed(new))
         else:
             pending.extend(new)
-        return len(new)
+        return new
 
     def done_meanwhile(job: CellJob) -> dict | None:
         """A record another run wrote after this run started (never rerun that one)."""
@@ -140,9 +140,9 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
 
     running: set[str] = set()
 
-    def ask_follow_up() -> int:
+    def ask_follow_up() -> list[CellJob]:
         if follow_up is None:
-            return 0
+            return []
         return add(follow_up(current), first=True)
 
     add(planned)
@@ -152,7 +152,7 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     if stale:
         reporter.note(f"{stale} record(s) older than the harness (records version < "
                       f"{RECORDS_VERSION}) run again")
-    reporter.planned(len(pending), len(summary.resumed))
+    reporter.planned(list(pending), summary.resumed)
 
     def save(job: CellJob, record: dict, claim) -> None:
         if job.tuning is not None and "tuning" not in record:

@@ -141,17 +141,36 @@ def test_progress_line_names_done_failed_left_and_the_expected_finish():
 
     t = [1_700_000_000.0]  # 2023-11-14 22:13:20 UTC
     tally = Tally(clock=lambda: t[0])
-    tally.start(10)
+    tally.start(["icl_linear"] * 10)
     assert tally.line().endswith("10 left; expected finish unknown")
     for failed in (False, True):
         t[0] += 60.0
-        tally.finished(failed)
-    # 2 cells in 120 s: 8 left take 480 s more
+        tally.finished("icl_linear", 60.0, failed)
+    # 2 cells in 120 s, one at a time: 8 left take 480 s more
     assert tally.line() == ("progress: 2/10 cells done, 1 failed, 8 left; expected finish "
                             "2023-11-14 22:23 UTC (in 0:08:00)")
     for _ in range(8):
-        tally.finished(False)
+        tally.finished("icl_linear", 60.0, False)
     assert tally.line().endswith("10/10 cells done, 1 failed, 0 left; finished")
+
+
+def test_the_expected_finish_weighs_each_task_by_its_own_cells():
+    from suite.progress import Tally
+
+    t = [1_700_000_000.0]
+    tally = Tally(clock=lambda: t[0])
+    tally.start(["decoder_lm"] * 3 + ["icl_linear"] * 30, prior={"icl_linear": [10.0, 10.0]})
+    t[0] += 600.0                        # two workers: two decoder cells of 600 s at once
+    tally.finished("decoder_lm", 600.0, False)
+    tally.finished("decoder_lm", 600.0, False)
+    # (1 x 600 s + 30 x 10 s, the resumed records' mean) / 2 cells at once; the mean over the
+    # cells done would say 31 x 600 / 2 = 9,300 s
+    assert tally.line().endswith("(in 0:07:30)")
+    t[0] += 10.0
+    tally.add(["icl_linear"] * 2)        # a sweep's further points
+    tally.finished("icl_linear", 20.0, False)
+    # this run's icl cell replaces the prior: (600 + 31 x 20) / (1,220 s busy in 610 s)
+    assert tally.line().endswith("(in 0:10:10)")
 
 
 def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
