@@ -1,7 +1,12 @@
 """Which records a release uses: records of an older task, scorer or harness version, and the
 untuned records of a task that has records of the tuning protocol in the same profile, are
-superseded (listed, never mixed in: a tuned scorer is never compared with an untuned one); a task run under several configs in one profile gets one
-profile label per config; of two records of one cell, the one that finished last is kept."""
+superseded (listed, never mixed in: a tuned scorer is never compared with an untuned one); a
+task run under several configs in one profile gets one profile label per config; of two records
+of one cell, the one that finished last is kept.
+
+A skipped record (n/a: the scorer cannot run the task) holds under any recipe: it is never
+superseded as untuned, and it joins its task's setting when the task ran under one config in
+its profile."""
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +28,7 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
     current, old = [], Counter()
     for r in records:
         reasons = []
-        if r.role != "tuned" and (r.task, r.profile) in tuned:
+        if r.role != "tuned" and r.status != "skipped" and (r.task, r.profile) in tuned:
             reasons.append(f"untuned: {r.task} has records of the tuning protocol in profile "
                            f"{r.profile}, which replace the shared recipe's")
         if r.task_version < newest_task[r.task]:
@@ -45,13 +50,17 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
 
 def setting_labels(records: list[Record]) -> dict[tuple[str, str, str], str]:
     """(task, profile, config) -> the profile label of its rows: the profile name, or
-    ``profile@<config hash>`` when one task ran under several configs in that profile."""
+    ``profile@<config hash>`` when one task ran under several configs in that profile (the
+    configs of skipped records count only where the task has no other)."""
     configs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    skipped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for r in records:
-        configs[(r.task, r.profile)].add(r.config_key)
+        (skipped if r.status == "skipped" else configs)[(r.task, r.profile)].add(r.config_key)
     labels = {}
-    for (task, profile), keys in configs.items():
-        for key in keys:
+    for setting in configs.keys() | skipped.keys():
+        task, profile = setting
+        keys = configs.get(setting) or skipped[setting]
+        for key in keys | skipped.get(setting, set()):
             digest = hashlib.sha256(key.encode()).hexdigest()[:6]
             labels[(task, profile, key)] = profile if len(keys) == 1 else f"{profile}@{digest}"
     return labels

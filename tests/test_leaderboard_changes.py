@@ -98,3 +98,30 @@ def test_tuned_records_supersede_the_untuned_records_of_their_task(tmp_path, mon
     assert [(s["scorer"], s["n_cells"], s["reason"].split(":")[0])
             for s in release["superseded"]] == [("softmax", 3, "untuned"),
                                                 ("sparsemax", 3, "untuned")]
+
+
+def test_a_skipped_record_is_never_superseded_as_untuned_and_joins_its_tasks_setting():
+    from leaderboard.records import Record
+    from leaderboard.selection import setting_labels, split_superseded
+
+    def record(scorer, status, lr, tuned):
+        tuning = {"base_grid": {"lr": [1e-3, 4e-3]}} if tuned else None
+        return Record(path=f"t/{scorer}/{lr}.json", cell_id=scorer, task="t", task_version=1,
+                      track="icl", scorer=scorer, scorer_version=1, scorer_kwargs={},
+                      profile="cpu", seed=0, config={"lr": lr, "steps": 10}, status=status,
+                      message="", step=None, metrics={}, metric_specs={}, grids={}, items={},
+                      role="tuned" if tuned else "report", tuning=tuning)
+
+    tuned = record("softmax", "ok", 4e-3, True)
+    untuned = record("sparsemax", "ok", 3e-4, False)
+    na = record("stick_breaking", "skipped", 3e-4, False)   # the profile's default recipe
+    current, superseded = split_superseded([tuned, untuned, na])
+    assert [r.scorer for r in current] == ["softmax", "stick_breaking"]
+    assert [s["scorer"] for s in superseded] == ["sparsemax"]
+    labels = setting_labels(current)
+    assert {labels[("t", "cpu", r.config_key)] for r in current} == {"cpu"}
+    # two settings of the task: the n/a record of a third recipe keeps a label of its own
+    other = record("sparsemax", "ok", 1e-2, False)
+    na_elsewhere = record("stick_breaking", "skipped", 5e-4, False)
+    labels = setting_labels([untuned, other, na_elsewhere])
+    assert len({labels[("t", "cpu", r.config_key)] for r in (untuned, other, na_elsewhere)}) == 3
