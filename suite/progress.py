@@ -52,13 +52,13 @@ class RichReporter:
             wall = record.get("provenance", {}).get("wall_time_s")
             if record.get("status") == "ok" and wall:
                 prior.setdefault(record["cell"]["task"], []).append(wall)
-        self.tally.start([job.cell.task for job in jobs], prior)
+        self.tally.start([_timed_task(job) for job in jobs], prior)
         self.console.print(f"{len(jobs)} cell(s) to run; started {self.tally.clock(time.time())}")
 
     def added(self, jobs: list[CellJob]) -> None:
         """More cells to run than planned: the tuning protocol's further sweep points and its
         reporting cells, known once the sweep's records are."""
-        self.tally.add([job.cell.task for job in jobs])
+        self.tally.add([_timed_task(job) for job in jobs])
         if self.overall is not None:
             self.progress.update(self.overall, total=self.tally.total)
         self.console.print(f"{len(jobs)} more cell(s) to run (tuning: sweep points or reporting "
@@ -84,11 +84,16 @@ class RichReporter:
         self.console.print(
             f"[{STYLE.get(status, 'white')}]{status:>8}[/] {escape(job.cell.label)} "
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
-        self.tally.finished(job.cell.task, wall, status in HARNESS_FAILURES)
+        self.tally.finished(_timed_task(job), wall, status in HARNESS_FAILURES)
         self.console.print(f"[dim]{self.tally.line()}[/]")
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{escape(text)}")
+
+
+def _timed_task(job: CellJob) -> str | None:
+    """The task whose cell times a job's cell shares; None for a cell skipped without running."""
+    return None if job.skip_reason else job.cell.task
 
 
 class Tally:
@@ -96,32 +101,34 @@ class Tally:
     those of different tasks do not (a decoder cell takes minutes, an ICL cell seconds), so the
     time left is, per task, its cells left times the mean wall time of its cells finished in
     this run (before the first: of its records the run resumed, else of every cell finished),
-    divided by the cells the run has kept busy at once so far (sum of wall times / elapsed)."""
+    divided by the cells the run has kept busy at once so far (sum of wall times / elapsed).
+    A cell given as task None (skipped: it never runs) counts as done but costs no time."""
 
     def __init__(self, clock=time.time):
         self.now = clock
         self.total = self.done = self.failed = 0
         self.t0 = 0.0
-        self.left: Counter[str] = Counter()
+        self.left: Counter[str | None] = Counter()
         self.walls: dict[str, list[float]] = {}
         self.prior: dict[str, float] = {}
 
-    def start(self, tasks: list[str], prior: dict[str, list[float]] | None = None) -> None:
+    def start(self, tasks: list[str | None], prior: dict[str, list[float]] | None = None) -> None:
         """``tasks``: the task of each cell to run; ``prior``: wall times of earlier records,
         by task."""
         self.total, self.done, self.failed, self.t0 = len(tasks), 0, 0, self.now()
         self.left, self.walls = Counter(tasks), {}
         self.prior = {task: sum(ws) / len(ws) for task, ws in (prior or {}).items() if ws}
 
-    def add(self, tasks: list[str]) -> None:
+    def add(self, tasks: list[str | None]) -> None:
         self.total += len(tasks)
         self.left.update(tasks)
 
-    def finished(self, task: str, wall_s: float, failed: bool) -> None:
+    def finished(self, task: str | None, wall_s: float, failed: bool) -> None:
         self.done += 1
         self.failed += int(failed)
         self.left[task] -= 1
-        self.walls.setdefault(task, []).append(wall_s)
+        if task is not None:
+            self.walls.setdefault(task, []).append(wall_s)
 
     @staticmethod
     def clock(t: float) -> str:
@@ -136,7 +143,7 @@ class Tally:
         per_task = {task: sum(ws) / len(ws) for task, ws in self.walls.items()}
         busy = sum(walls) / (now - self.t0)
         left = sum(n * per_task.get(task, self.prior.get(task, overall))
-                   for task, n in self.left.items() if n > 0)
+                   for task, n in self.left.items() if n > 0 and task is not None)
         return now + left / busy
 
     def line(self) -> str:
