@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+                           TextColumn, TimeElapsedColumn)
 from rich.table import Table
 
 from .executors import Event, Progress as CellProgress, Started
@@ -29,7 +29,7 @@ class RichReporter:
         self.console = console or Console()
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[left]}"),
             console=self.console, transient=True)
         self.overall: TaskID | None = None
         self.rows: dict[str, TaskID] = {}
@@ -46,7 +46,7 @@ class RichReporter:
         if resumed:
             self.console.print(f"{len(resumed)} cell(s) already have a record and are skipped "
                                f"(--rerun failed|all runs them again)")
-        self.overall = self.progress.add_task("[bold]cells", total=len(jobs))
+        self.overall = self.progress.add_task("[bold]cells", total=len(jobs), left="")
         prior: dict[str, list[float]] = {}
         for record in resumed:
             wall = record.get("provenance", {}).get("wall_time_s")
@@ -67,7 +67,8 @@ class RichReporter:
     def event(self, event: Event) -> None:
         if isinstance(event, Started):
             self.rows[event.job.cell_id] = self.progress.add_task(
-                f"  {escape(event.job.cell.label)} [dim]{escape(event.worker)}", total=None)
+                f"  {escape(event.job.cell.label)} [dim]{escape(event.worker)}", total=None,
+                left="")
         elif isinstance(event, CellProgress) and event.cell_id in self.rows:
             self.progress.update(self.rows[event.cell_id], completed=event.done,
                                  total=event.total)
@@ -86,6 +87,8 @@ class RichReporter:
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
         self.tally.finished(_timed_task(job), wall, status in HARNESS_FAILURES)
         self.console.print(f"[dim]{self.tally.line()}[/]")
+        if self.overall is not None:
+            self.progress.update(self.overall, left=self.tally.time_left())
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{escape(text)}")
@@ -145,6 +148,11 @@ class Tally:
         left = sum(n * per_task.get(task, self.prior.get(task, overall))
                    for task, n in self.left.items() if n > 0 and task is not None)
         return now + left / busy
+
+    def time_left(self) -> str:
+        """The time left as the live bar shows it: ``ETA h:mm:ss``, or empty while unknown."""
+        eta = self.eta()
+        return "" if eta is None else f"ETA {timedelta(seconds=round(eta - self.now()))}"
 
     def line(self) -> str:
         left = max(self.total - self.done, 0)

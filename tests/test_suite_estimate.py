@@ -266,3 +266,35 @@ def test_records_at_another_learning_rate_time_a_cell():
     [other] = estimate([cell(config={**CONFIG, "lr": 3e-4, "n_layer": 4})], records, "cpu",
                        hardware_name=HW, calibrator=no_calibration)
     assert other.seconds is None and "calibration must not run" in other.source
+
+
+def test_the_live_bar_shows_the_same_time_left_as_the_progress_line():
+    import io
+
+    from rich.console import Console
+
+    from suite.cells import Cell
+    from suite.executors import Started
+    from suite.progress import RichReporter
+    from suite.runner import CellJob
+
+    def job(task, seed):
+        return CellJob(Cell(task, 1, "icl", "softmax", 1, {}, "cpu", seed, {}))
+
+    jobs = [job("decoder_lm", 0), job("icl_linear", 0), job("icl_linear", 1)]
+    out = io.StringIO()
+    t = [1_700_000_000.0]
+    reporter = RichReporter(Console(file=out, force_terminal=True, color_system=None, width=200))
+    reporter.tally.now = lambda: t[0]
+    resumed = [{"status": "ok", "cell": {"task": "icl_linear"},
+                "provenance": {"wall_time_s": 30.0}}]
+    with reporter:
+        reporter.planned(jobs, resumed)
+        reporter.event(Started(jobs[0], "worker 0"))
+        t[0] += 600.0
+        reporter.finished(jobs[0], {"status": "ok", "provenance": {"wall_time_s": 600.0}})
+        reporter.progress.refresh()
+    text = out.getvalue()
+    # 2 icl cells left at the resumed records' 30 s, one cell at a time
+    assert "expected finish 2023-11-14 22:24 UTC (in 0:01:00)" in text
+    assert "ETA 0:01:00" in text
