@@ -140,7 +140,7 @@ class Tally:
     def eta(self) -> float | None:
         now = self.now()
         walls = [w for ws in self.walls.values() for w in ws]
-        if not walls or now <= self.t0:
+        if sum(walls) <= 0 or now <= self.t0:
             return None
         overall = sum(walls) / len(walls)
         per_task = {task: sum(ws) / len(ws) for task, ws in self.walls.items()}

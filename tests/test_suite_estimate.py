@@ -159,9 +159,12 @@ def test_the_expected_finish_weighs_each_task_by_its_own_cells():
 
     t = [1_700_000_000.0]
     tally = Tally(clock=lambda: t[0])
-    tally.start(["decoder_lm"] * 3 + ["icl_linear"] * 30 + [None] * 5,   # 5 n/a cells
-                prior={"icl_linear": [10.0, 10.0]})
-    t[0] += 600.0                        # two workers: two decoder cells of 600 s at once
+    tally.start(["decoder_lm"] * 3 + ["icl_linear"] * 30 + [None] * 5 + ["probe"],
+                prior={"icl_linear": [10.0, 10.0]})                 # 5 n/a cells
+    t[0] += 1.0
+    tally.finished("probe", 0.0, False)  # too quick to time: no rate yet
+    assert tally.line().endswith("expected finish unknown")
+    t[0] += 599.0                        # two workers: two decoder cells of 600 s at once
     tally.finished("decoder_lm", 600.0, False)
     tally.finished("decoder_lm", 600.0, False)
     # (1 x 600 s + 30 x 10 s, the resumed records' mean) / 2 cells at once; the mean over the
@@ -173,7 +176,7 @@ def test_the_expected_finish_weighs_each_task_by_its_own_cells():
     # this run's icl cell replaces the prior: (600 + 31 x 20) / (1,220 s busy in 610 s)
     assert tally.line().endswith("(in 0:10:10)")
     tally.finished(None, 0.0, False)     # an n/a cell: done, and no weight on any mean
-    assert tally.line().endswith("(in 0:10:10)") and "4/40 cells done" in tally.line()
+    assert tally.line().endswith("(in 0:10:10)") and "5/41 cells done" in tally.line()
 
 
 def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
