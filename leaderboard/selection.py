@@ -1,8 +1,10 @@
 """Which records a release uses: records of an older task, scorer or harness version, and the
 untuned records of a task that has records of the tuning protocol in the same profile, are
-superseded (listed, never mixed in: a tuned scorer is never compared with an untuned one); a
-task run under several configs in one profile gets one profile label per config; of two records
-of one cell, the one that finished last is kept.
+superseded (listed, never mixed in: a tuned scorer is never compared with an untuned one), and so
+are the reporting records of a point the tuning protocol chose before it chose another for the
+same scorer and grid (a grid grown since, a changed rule: the point whose reporting record
+finished last is the choice); a task run under several configs in one profile gets one profile
+label per config; of two records of one cell, the one that finished last is kept.
 
 A skipped record (n/a: the scorer cannot run the task) holds under any recipe: it is never
 superseded as untuned, and it joins its task's setting when the task ran under one config in
@@ -25,9 +27,14 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
         newest_scorer[r.scorer] = max(newest_scorer.get(r.scorer, r.scorer_version),
                                       r.scorer_version)
     tuned = {(r.task, r.profile) for r in records if r.role == "tuned"}
+    chosen = latest_choices(records)
     current, old = [], Counter()
     for r in records:
         reasons = []
+        point = _point(r)
+        if point is not None and point != chosen[_choice_key(r)]:
+            reasons.append(f"tuned at {_label(point)}, which the tuning protocol no longer "
+                           f"chooses (its latest choice: {_label(chosen[_choice_key(r)])})")
         if r.role != "tuned" and r.status != "skipped" and (r.task, r.profile) in tuned:
             reasons.append(f"untuned: {r.task} has records of the tuning protocol in profile "
                            f"{r.profile}, which replace the shared recipe's")
@@ -46,6 +53,33 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
                        n_cells=n, reason=why)
                   for (t, tv, s, sv, p, why), n in sorted(old.items())]
     return current, superseded
+
+
+def _point(r: Record) -> dict | None:
+    point = (r.tuning or {}).get("point") if r.role == "tuned" else None
+    return point if isinstance(point, dict) else None
+
+
+def _choice_key(r: Record) -> tuple:
+    return r.task, r.profile, r.scorer_label, r.config_key
+
+
+def _label(point: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(point.items()))
+
+
+def latest_choices(records: list[Record]) -> dict[tuple, dict]:
+    """(task, profile, scorer, setting) -> the point of the tuned record that finished last."""
+    latest: dict[tuple, tuple[str, dict]] = {}
+    for r in records:
+        point = _point(r)
+        if point is None:
+            continue
+        stamp = str(r.provenance.get("finished", ""))
+        key = _choice_key(r)
+        if key not in latest or stamp > latest[key][0]:
+            latest[key] = (stamp, point)
+    return {key: point for key, (_, point) in latest.items()}
 
 
 def setting_labels(records: list[Record]) -> dict[tuple[str, str, str], str]:

@@ -86,6 +86,8 @@ def summary(loaded: LoadedRecords) -> dict:
             "all_failed": bool(reps) and chosen is None,
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
+        if "rule" in block:
+            task_out["scorers"][label]["rule"] = block["rule"]
     return out
 
 
@@ -173,15 +175,32 @@ def method_text(tuning: dict | None) -> str:
         f"at the task's full budget on tuning seeds {seeds}, which no reporting cell uses, and "
         "scored on the task's validation metric: in distribution, on validation data disjoint "
         "from the reported evaluation items (fresh draws for the ICL tasks and MQAR, held-out "
-        "documents or sentences outside the reported evaluation for the language models). A "
-        "point's score is its mean over the tuning seeds; a point where a seed diverged or "
-        "failed is never chosen. A best point on an edge of the grid grows it by one step that "
+        "documents or sentences outside the reported evaluation for the language models). "
+        + _rule_text(tuning) + " A chosen point on an edge of the grid grows it by one step that "
         "way (the ratio of the two edge values) up to the profile's cap, the same rule for every "
         "scorer; a scorer whose best is still on an edge is flagged. The reporting cells run at "
         "the chosen point on the reporting seeds, and every number on the board comes from "
         "them. " + (f"Cost: {sweep} sweep cells for {report} reporting cells "
                     f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
                     f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
+
+
+def _rule_text(tuning: dict) -> str:
+    """How the points were chosen; records from before the current rule name no rule."""
+    earlier = sorted({f"{label} ({task})" for task, t in tuning.items()
+                      for label, s in t["scorers"].items() if s["complete"] and "rule" not in s})
+    complete = sum(s["complete"] for t in tuning.values() for s in t["scorers"].values())
+    if earlier and len(earlier) == complete:
+        return ("A point's score is its mean over the tuning seeds; a point where a seed "
+                "diverged or failed is never chosen.")
+    text = ("The learning rate is chosen first, by its worst tuning cell (over the tuning seeds "
+            "and every value of the other axes at that rate; a rate with a cell that diverged or "
+            "failed is never chosen), then the point with the best mean over the tuning seeds "
+            "at that rate.")
+    if earlier:
+        text += (" Chosen by the earlier rule (the best mean over the tuning seeds), before the "
+                 "records named their rule: " + ", ".join(earlier) + ".")
+    return text
 
 
 def markdown(tuning: dict | None, plots: list[str]) -> str:

@@ -18,19 +18,30 @@ untuned at the profile's config.
 
 Sweep cells (``Cell.role = "sweep"``) train at the task's full budget on every tuning seed at
 every point and record the task's validation metric (``Task.validation``; fresh validation data,
-never the reported evaluation items). The choice is a pure function of those records:
+never the reported evaluation items). The choice is a pure function of those records, made in two
+steps, the learning rate first:
 
-1. a point's score is the mean of its validation metric over the tuning seeds; a point with a
-   seed that did not end ``ok`` (diverged, nan, error, ...) or has no value has no score and is
-   never chosen;
-2. the best point is the one with the best score (ties: the first in grid order);
-3. when the best point lies on an edge of an axis that can grow there (the two values nearest
+1. a learning rate is judged by its worst tuning cell: the worst validation value over every
+   point at that rate (every value of the other axes) and every tuning seed; a rate with a cell
+   that did not end ``ok`` (diverged, nan, error, ...) or has no value has no score and is never
+   chosen. In a grid without a learning-rate axis every point is its own rate;
+2. the best rate is the one whose worst cell is best; at that rate, the chosen point is the one
+   with the best mean over the tuning seeds (ties, in both steps: the first in grid order);
+3. when the chosen point lies on an edge of an axis that can grow there (the two values nearest
    that edge are > 0) and the axis has grown fewer than ``max_extensions`` steps past that edge,
    the axis gains one value past it, at the ratio of those two values, and the new points are
    swept before anything is chosen;
-4. otherwise the best point is chosen; a best point still on a growable edge is flagged
-   ``at_edge``. No scored point: the scorer's reporting cells are recorded ``skipped`` with the
+4. otherwise that point is chosen; a chosen point still on a growable edge is flagged
+   ``at_edge``. No scored rate: the scorer's reporting cells are recorded ``skipped`` with the
    reason ("every point of the tuning grid failed").
+
+Why the rate is judged by its worst cell: with two tuning seeds, a rate at the edge of a scorer's
+stable range shows itself as one cell that trained badly while its neighbours did well, and the
+reporting seeds at that rate then blow up as often as not (on the cpu profile's decoder, a point
+whose two tuning seeds were both fine, next to a weight decay at the same rate with one seed
+0.46 nats worse, gave 4 of 5 reporting seeds 0.2-0.8 nats worse). A mean over two seeds hides
+that; the rate's worst cell does not. Where a rate's cells agree, its worst cell is close to its
+mean, so the rule moves a choice mostly where cells disagree.
 
 The same records always give the same choice, so a resumed run chooses again what it chose before;
 the reporting cells of a (task, scorer) wait until its sweep is complete.
@@ -45,6 +56,8 @@ from typing import Any, Callable
 from .profiles import Profile, ProfileError
 
 TUNING_KEYS = ("enabled", "seeds", "max_extensions", "grid")
+# Named in every reporting record's ``tuning`` block, so that a release tells which rule chose.
+SELECTION_RULE = "worst cell at the rate, then best mean"
 FIRST_TUNING_SEED = 1000
 SIGNIFICANT_DIGITS = 6
 
@@ -170,7 +183,7 @@ def extensions(base: tuple[float, ...], axis: tuple[float, ...]) -> dict[str, in
 @dataclass
 class Choice:
     """Where the sweep of one (task, scorer) stands: ``pending`` lists the points still without a
-    record on some tuning seed; otherwise ``chosen`` is the point (None: every point failed)."""
+    record on some tuning seed; otherwise ``chosen`` is the point (None: every rate failed)."""
 
     axes: dict[str, tuple[float, ...]]
     scores: dict[str, float | None]         # point label -> mean validation metric (None: failed)
@@ -178,46 +191,74 @@ class Choice:
     chosen: Point | None = None
     at_edge: list[str] = field(default_factory=list)   # "lr:high" ...
     extensions: dict[str, dict[str, int]] = field(default_factory=dict)
+    rate_scores: dict[str, float | None] = field(default_factory=dict)  # rate label -> worst cell
 
     @property
     def complete(self) -> bool:
         return not self.pending
 
 
-def point_score(values: list[float | None], statuses: list[str]) -> float | None:
-    """The mean validation metric over the tuning seeds; None when a seed failed or has no value."""
-    if any(s != "ok" for s in statuses) or any(v is None or not math.isfinite(v) for v in values):
+Cells = list[tuple[str, float | None]]      # (status, validation value) per tuning seed
+
+
+def _ok_values(cells: Cells) -> list[float] | None:
+    """The values of cells that all ended ``ok`` with a finite value; None otherwise."""
+    if any(s != "ok" or v is None or not math.isfinite(v) for s, v in cells):
         return None
-    return math.fsum(values) / len(values)
+    return [v for _, v in cells]
+
+
+def point_score(cells: Cells) -> float | None:
+    """The mean validation metric over the tuning seeds; None when a seed failed or has no value."""
+    values = _ok_values(cells)
+    return None if values is None else math.fsum(values) / len(values)
+
+
+def rate_of(point: Point) -> Point:
+    """The learning-rate coordinates of ``point`` (the whole point when its grid has no rate)."""
+    rates = {k: v for k, v in point.items() if is_rate(k)}
+    return rates or dict(point)
+
+
+def rate_score(cells: Cells, direction: str) -> float | None:
+    """The worst validation value of the cells at one rate; None when any of them failed."""
+    values = _ok_values(cells)
+    if values is None:
+        return None
+    return min(values) if direction == "higher" else max(values)
 
 
 def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
-           lookup: Callable[[Point], list[tuple[str, float | None]] | None]) -> Choice:
+           lookup: Callable[[Point], Cells | None]) -> Choice:
     """Run the protocol's choice over the records that ``lookup`` finds.
 
     ``lookup(point)`` gives the (status, validation value) of each tuning seed's record at that
     point, or None while some seed has no record. Pure: the same records, the same choice."""
     if direction not in ("higher", "lower"):
         raise ValueError(f"direction must be 'higher' or 'lower', got {direction!r}")
+    sign = 1.0 if direction == "higher" else -1.0
     axes = {k: tuple(v) for k, v in base.items()}
     while True:
         grid = points(axes)
-        scores: dict[str, float | None] = {}
-        pending = []
-        for p in grid:
-            found = lookup(p)
-            if found is None:
-                pending.append(p)
-                continue
-            scores[point_label(p)] = point_score([v for _, v in found], [s for s, _ in found])
+        found = {point_label(p): lookup(p) for p in grid}
+        pending = [p for p in grid if found[point_label(p)] is None]
         counts = {k: extensions(base[k], axes[k]) for k in axes}
         if pending:
+            scores = {label: point_score(cells) for label, cells in found.items()
+                      if cells is not None}
             return Choice(axes, scores, pending, extensions=counts)
-        scored = [p for p in grid if scores[point_label(p)] is not None]
+        scores = {label: point_score(cells) for label, cells in found.items()}
+        at_rate: dict[str, list[Point]] = {}
+        for p in grid:
+            at_rate.setdefault(point_label(rate_of(p)), []).append(p)
+        rate_scores = {rate: rate_score([c for p in members for c in found[point_label(p)]],
+                                        direction)
+                       for rate, members in at_rate.items()}
+        scored = [rate for rate in at_rate if rate_scores[rate] is not None]
         if not scored:
-            return Choice(axes, scores, [], None, extensions=counts)
-        sign = 1.0 if direction == "higher" else -1.0
-        best = max(scored, key=lambda p: (sign * scores[point_label(p)], -grid.index(p)))
+            return Choice(axes, scores, [], None, extensions=counts, rate_scores=rate_scores)
+        best_rate = max(scored, key=lambda r: sign * rate_scores[r])   # ties: the first
+        best = max(at_rate[best_rate], key=lambda p: sign * scores[point_label(p)])
         edges = [(k, side) for k in axes for side in ("low", "high")
                  if grows(axes[k], side)
                  and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
@@ -227,7 +268,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
                 axes[k] = grown(axes[k], side)
             continue
         return Choice(axes, scores, [], best, at_edge=[f"{k}:{side}" for k, side in edges],
-                      extensions=counts)
+                      extensions=counts, rate_scores=rate_scores)
 
 
 def record_block(choice: Choice, base: dict, metric: str, direction: str,
@@ -238,6 +279,7 @@ def record_block(choice: Choice, base: dict, metric: str, direction: str,
         "grid": {k: list(v) for k, v in choice.axes.items()},
         "base_grid": {k: list(v) for k, v in base.items()},
         "selection_metric": metric, "direction": direction,
-        "scores": dict(choice.scores), "at_edge": list(choice.at_edge),
+        "rule": SELECTION_RULE, "scores": dict(choice.scores),
+        "rate_scores": dict(choice.rate_scores), "at_edge": list(choice.at_edge),
         "extensions": choice.extensions, "sweep_cells": sorted(sweep_cells),
     }

@@ -125,3 +125,45 @@ def test_a_skipped_record_is_never_superseded_as_untuned_and_joins_its_tasks_set
     na_elsewhere = record("stick_breaking", "skipped", 5e-4, False)
     labels = setting_labels([untuned, other, na_elsewhere])
     assert len({labels[("t", "cpu", r.config_key)] for r in (untuned, other, na_elsewhere)}) == 3
+
+
+def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
+    from leaderboard.records import Record
+    from leaderboard.selection import split_superseded
+    from leaderboard.tuning import method_text
+
+    def record(scorer, seed, lr, finished, rule=True):
+        tuning = {"role": "report", "point": {"lr": lr}, "base_grid": {"lr": [1e-3, 4e-3]}}
+        if rule:
+            tuning["rule"] = "worst cell at the rate, then best mean"
+        return Record(path=f"t/{scorer}/{lr}-{seed}.json", cell_id=f"{scorer}{lr}{seed}",
+                      task="t", task_version=1, track="icl", scorer=scorer, scorer_version=1,
+                      scorer_kwargs={}, profile="cpu", seed=seed,
+                      config={"lr": lr, "steps": 10}, status="ok", message="", step=None,
+                      metrics={}, metric_specs={}, grids={}, items={}, role="tuned",
+                      tuning=tuning, provenance={"finished": finished})
+
+    # the first choice ran both seeds; the later choice has run one of them so far
+    before = [record("ssa", s, 4e-3, f"2026-12-01T0{s}:00") for s in (0, 1)]
+    after = record("ssa", 0, 1e-3, "2026-12-03T00:00")
+    other = record("softmax", 0, 4e-3, "2026-11-30T00:00", rule=False)
+    current, superseded = split_superseded([*before, after, other])
+    assert sorted((r.scorer, r.config["lr"]) for r in current) == [("softmax", 4e-3),
+                                                                    ("ssa", 1e-3)]
+    (row,) = superseded
+    assert row["scorer"] == "ssa" and row["n_cells"] == 2
+    assert row["reason"] == ("tuned at lr=0.004, which the tuning protocol no longer chooses "
+                             "(its latest choice: lr=0.001)")
+
+    def summary(rules):
+        return {"t": {"grid": {"lr": [1e-3, 4e-3]}, "tuning_seeds": [1000], "cells":
+                      {"sweep": 4, "report": 2},
+                      "scorers": {name: {"complete": True, **({"rule": "r"} if rule else {})}
+                                  for name, rule in rules.items()}}}
+
+    assert "by its worst tuning cell" in method_text(summary({"ssa": True, "softmax": True}))
+    mixed = method_text(summary({"ssa": True, "softmax": False}))
+    assert "by its worst tuning cell" in mixed and "earlier rule" in mixed
+    assert "softmax (t)" in mixed and "ssa (t)" not in mixed
+    earlier = method_text(summary({"ssa": False, "softmax": False}))
+    assert "worst" not in earlier and "A point's score is its mean" in earlier
