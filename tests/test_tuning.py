@@ -193,6 +193,56 @@ def test_without_a_rate_axis_each_point_is_judged_by_its_worst_seed():
                                                                          "momentum=0.1": 0.6}
 
 
+def reference_choice(axes: dict, cells: dict, direction: str) -> dict | None:
+    """The rule written once more over a table (pandas): one row per (point, seed)."""
+    import pandas as pd
+
+    keys = list(axes)
+    table = pd.DataFrame([{**dict(zip(keys, point)), "order": i, "seed": j, "ok": ok,
+                           "value": value}
+                          for i, (point, seeds) in enumerate(cells.items())
+                          for j, (ok, value) in enumerate(seeds)])
+    rate_keys = [k for k in keys if k in ("lr", "min_lr") or k.endswith("_lr")] or keys
+    sign = 1 if direction == "higher" else -1
+    rates = table.groupby(rate_keys, sort=False).agg(
+        ok=("ok", "all"), worst=("value", "min" if sign > 0 else "max"), order=("order", "min"))
+    rates = rates[rates.ok]
+    if rates.empty:
+        return None
+    rates = rates.assign(rank=sign * rates.worst).sort_values(["rank", "order"],
+                                                              ascending=[False, True])
+    best_rate = rates.index[0] if len(rate_keys) > 1 else (rates.index[0],)
+    at_rate = table[(table[rate_keys] == pd.Series(best_rate, index=rate_keys)).all(axis=1)]
+    means = at_rate.groupby("order").agg(mean=("value", "mean"), **{k: (k, "first") for k in keys})
+    means = means.assign(rank=sign * means["mean"]).sort_values(["rank", "order"],
+                                                                ascending=[False, True])
+    return {k: float(means.iloc[0][k]) for k in keys}
+
+
+@pytest.mark.parametrize("trial", range(60))
+def test_the_choice_matches_the_rule_written_over_a_table(trial):
+    import itertools
+    import random
+
+    rng = random.Random(trial)
+    axes = {"lr": tuple(sorted(rng.sample([1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3], rng.randint(1, 4))))}
+    if trial % 3 == 1:
+        axes["weight_decay"] = (0.0, 0.1)
+    if trial % 3 == 2:
+        axes = {"momentum": (0.0, 0.5, 0.9), "beta2": (0.95, 0.99)}
+    n_seeds = rng.randint(1, 3)
+    cells = {point: [(ok, round(rng.uniform(0, 1), 1) if ok else None)
+                     for ok in (rng.random() > 0.1 for _ in range(n_seeds))]
+             for point in itertools.product(*axes.values())}
+    direction = rng.choice(["higher", "lower"])
+
+    def lookup(p):
+        return [("ok", v) if ok else ("diverged", None) for ok, v in cells[tuple(p.values())]]
+
+    choice = choose(axes, direction, 0, lookup)
+    assert choice.chosen == reference_choice(axes, cells, direction)
+
+
 # ------------------------------------------------------------------------ profile errors
 
 
