@@ -11,7 +11,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import curves, markdown, plots, stats, tuning
@@ -20,6 +20,7 @@ from .board import FRAMES, Board
 from .changes import changes as changes_since
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
+from .selection import split_superseded
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_RELEASES_DIR = Path("leaderboard") / "releases"
@@ -182,7 +183,8 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
     (:mod:`leaderboard.changes`)."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")
-    extra = {"tuning": tuning.summary(loaded), "curves": curves.summary(loaded, baseline)}
+    current = replace(loaded, records=split_superseded(loaded.records)[0])
+    extra = {"tuning": tuning.summary(current), "curves": curves.summary(current, baseline)}
     if earlier is not None:
         now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
         extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline)

@@ -86,8 +86,9 @@ def summary(loaded: LoadedRecords) -> dict:
             "all_failed": bool(reps) and chosen is None,
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
-        if "rule" in block:
-            task_out["scorers"][label]["rule"] = block["rule"]
+        for key in ("rule", "rate_scores"):
+            if key in block:
+                task_out["scorers"][label][key] = block[key]
     return out
 
 
@@ -185,6 +186,12 @@ def method_text(tuning: dict | None) -> str:
                     f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
 
 
+def _is_rate_of(rate: str, point: dict) -> bool:
+    """Whether a ``rate_scores`` label ("lr=0.004") names the rate of ``point``."""
+    pairs = dict(pair.split("=", 1) for pair in rate.split(","))
+    return all(k in point and f"{point[k]:g}" == v for k, v in pairs.items())
+
+
 def _rule_text(tuning: dict) -> str:
     """How the points were chosen; records from before the current rule name no rule."""
     earlier = sorted({f"{label} ({task})" for task, t in tuning.items()
@@ -210,9 +217,10 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
     lines = ["## Tuning", "", method_text(tuning), ""]
     for task, t in sorted(tuning.items()):
         lines += [f"### {task}: chosen points ({t['metric']}, {t['direction']} is better)", "",
-                  "| scorer | chosen point | validation at it | best on an edge | points ok / "
-                  "failed | learned scorer parameters (mean over reporting seeds) |",
-                  "|---|---|---|---|---|---|"]
+                  "| scorer | chosen point | validation at it | worst cell at its rate | best on an "
+                  "edge | points ok / failed | learned scorer parameters (mean over reporting "
+                  "seeds) |",
+                  "|---|---|---|---|---|---|---|"]
         for label, s in sorted(t["scorers"].items()):
             chosen = s["chosen"]
             if s["all_failed"]:
@@ -223,12 +231,15 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
                 point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
                 value = next((p["mean"] for p in s["points"]
                               if _point_key(p["point"]) == _point_key(chosen)), None)
+            rates = s.get("rate_scores") or {}
+            worst = next((v for rate, v in rates.items() if chosen and _is_rate_of(rate, chosen)),
+                         None)
             ok = sum(p["ok"] for p in s["points"])
             failed = sum(p["failed"] for p in s["points"])
             learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"
             edge = ", ".join(s["at_edge"]) or "no"
-            lines.append(f"| {label} | {point} | {_value(value)} | {edge} | {ok} / {failed} | "
-                         f"{learned} |")
+            lines.append(f"| {label} | {point} | {_value(value)} | {_value(worst)} | {edge} | "
+                         f"{ok} / {failed} | {learned} |")
         lines.append("")
         mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
         lines += [f"![{task}: validation metric against learning rate]({p})" for p in mine]

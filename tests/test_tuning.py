@@ -486,6 +486,36 @@ def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
     assert {r["scorer"] for r in board.rows.to_dict("records")} >= {"softmax", "sparsemax"}
 
 
+def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_keeps_only_it(
+        tmp_path, monkeypatch):
+    """Reporting records chosen by an earlier rule stay on disk; a run under the current rule
+    reports at its own choice, and a release takes those and lists the earlier ones superseded."""
+    import suite.sweep
+    from leaderboard.release import load_release, publish
+
+    def earlier_rule(*args):
+        choice = choose(*args)
+        return dataclasses.replace(choice, chosen={"lr": 5e-4}) if choice.chosen else choice
+
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", best_lr=1e-3, scorers='"softmax"')
+        monkeypatch.setattr(suite.sweep, "choose", earlier_rule)
+        run(prof, tmp_path / "r")
+        assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}'}}
+        monkeypatch.undo()
+        run(prof, tmp_path / "r")
+    assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}', '{"lr": 0.001}'}}
+    assert sum(r["cell"].get("role") == "sweep" for r in records(tmp_path / "r")) == 8  # none again
+    published = publish(tmp_path / "r", release="2026-12-03-test", releases_dir=tmp_path / "rel",
+                        refuse_unclean=False)
+    board = load_release(published.release_dir)
+    assert board.meta["tuning"][TASK]["scorers"]["softmax"]["chosen"] == {"lr": 1e-3}
+    assert board.meta["tuning"][TASK]["cells"]["report"] == 2          # the superseded left out
+    assert board.meta["curves"][TASK]["scorers"]["softmax"]["seeds"] == 2
+    (row,) = board.superseded.to_dict("records")
+    assert row["n_cells"] == 2 and row["reason"].startswith("tuned at lr=0.0005, which the")
+
+
 # ------------------------------------------------------------------------ tasks
 
 
