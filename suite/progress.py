@@ -66,6 +66,7 @@ class RichReporter:
 
     def event(self, event: Event) -> None:
         if isinstance(event, Started):
+            self.tally.started(event.job.cell_id)
             self.rows[event.job.cell_id] = self.progress.add_task(
                 f"  {escape(event.job.cell.label)} [dim]{escape(event.worker)}", total=None,
                 left="")
@@ -85,7 +86,7 @@ class RichReporter:
         self.console.print(
             f"[{STYLE.get(status, 'white')}]{status:>8}[/] {escape(job.cell.label)} "
             f"[dim]{wall:.1f} s {job.cell_id}[/]" + (f"  {escape(reason)}" if reason else ""))
-        self.tally.finished(_timed_task(job), wall, status in HARNESS_FAILURES)
+        self.tally.finished(_timed_task(job), wall, status in HARNESS_FAILURES, job.cell_id)
         self.console.print(f"[dim]{self.tally.line()}[/]")
         if self.overall is not None:
             self.progress.update(self.overall, left=self.tally.time_left())
@@ -104,8 +105,9 @@ class Tally:
     those of different tasks do not (a decoder cell takes minutes, an ICL cell seconds), so the
     time left is, per task, its cells left times the mean wall time of its cells finished in
     this run (before the first: of its records the run resumed, else of every cell finished),
-    divided by the cells the run has kept busy at once so far (sum of wall times / elapsed).
-    A cell given as task None (skipped: it never runs) counts as done but costs no time."""
+    divided by the cells the run has kept busy at once so far (the wall times of the cells
+    finished and the time so far of those running, over the time elapsed: with two workers, 2
+    from the first cell that finishes). A cell given as task None (skipped: it never runs) counts as done but costs no time."""
 
     def __init__(self, clock=time.time):
         self.now = clock
@@ -114,6 +116,7 @@ class Tally:
         self.left: Counter[str | None] = Counter()
         self.walls: dict[str, list[float]] = {}
         self.prior: dict[str, float] = {}
+        self.running: dict[str, float] = {}     # cell id -> when it started
 
     def start(self, tasks: list[str | None], prior: dict[str, list[float]] | None = None) -> None:
         """``tasks``: the task of each cell to run; ``prior``: wall times of earlier records,
@@ -126,7 +129,12 @@ class Tally:
         self.total += len(tasks)
         self.left.update(tasks)
 
-    def finished(self, task: str | None, wall_s: float, failed: bool) -> None:
+    def started(self, cell_id: str) -> None:
+        self.running[cell_id] = self.now()
+
+    def finished(self, task: str | None, wall_s: float, failed: bool,
+                 cell_id: str | None = None) -> None:
+        self.running.pop(cell_id, None)
         self.done += 1
         self.failed += int(failed)
         self.left[task] -= 1
@@ -144,7 +152,7 @@ class Tally:
             return None
         overall = sum(walls) / len(walls)
         per_task = {task: sum(ws) / len(ws) for task, ws in self.walls.items()}
-        busy = sum(walls) / (now - self.t0)
+        busy = (sum(walls) + sum(now - t for t in self.running.values())) / (now - self.t0)
         left = sum(n * per_task.get(task, self.prior.get(task, overall))
                    for task, n in self.left.items() if n > 0 and task is not None)
         return now + left / busy

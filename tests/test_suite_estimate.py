@@ -179,6 +179,25 @@ def test_the_expected_finish_weighs_each_task_by_its_own_cells():
     assert tally.line().endswith("(in 0:10:10)") and "5/41 cells done" in tally.line()
 
 
+def test_the_cells_still_running_count_toward_how_many_the_run_keeps_busy():
+    from suite.progress import Tally
+
+    t = [1_700_000_000.0]
+    tally = Tally(clock=lambda: t[0])
+    tally.start(["decoder_lm"] * 10)
+    tally.started("a")
+    tally.started("b")                   # two workers
+    t[0] += 100.0
+    tally.finished("decoder_lm", 100.0, False, "a")
+    # 9 cells of 100 s left, 2 at a time (b has run as long as a): 450 s, not 900 s
+    assert tally.line().endswith("(in 0:07:30)")
+    tally.started("c")
+    t[0] += 50.0
+    tally.finished("decoder_lm", 150.0, False, "b")
+    # (100 + 150 done, 50 s of c running) / 150 s elapsed = 2; 8 left at a mean of 125 s
+    assert tally.line().endswith("(in 0:08:20)")
+
+
 def test_the_fit_uses_cpu_time_and_scales_it_by_the_runs_wall_to_cpu_ratio():
     from suite.estimate import fit
 
@@ -254,7 +273,7 @@ def test_step_cost_measures_a_backbone_once_and_only_for_training_tracks(monkeyp
 def test_step_cost_measures_with_the_bench():
     from suite.estimate import StepCost
 
-    ratios = StepCost("cpu", ["softmax", "ssa"], repeats=1).measure("icl")
+    ratios = StepCost("cpu", ["softmax", "ssa"], repeats=3).measure("icl")
     assert set(ratios) == {"softmax", "ssa"} and ratios["softmax"] == 1.0
     assert 0.2 < ratios["ssa"] < 20.0
 
