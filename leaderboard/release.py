@@ -14,6 +14,8 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from suite.choice import SELECTION_RULE
+
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import aggregate
 from .board import FRAMES, Board
@@ -176,15 +178,17 @@ def unclean_records(loaded: LoadedRecords) -> list[str]:
 
 
 def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict | None = None,
-                  **aggregate_kwargs) -> Board:
+                  tuning_rule: str | None = SELECTION_RULE, **aggregate_kwargs) -> Board:
     """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
     this). Without ``release``, the release is named by the date of its newest record; with
     ``earlier`` (an earlier release's results.json), ``meta.changes`` says what changed since
-    (:mod:`leaderboard.changes`)."""
+    (:mod:`leaderboard.changes`); ``tuning_rule`` is the tuning rule the release checks each
+    choice against (None: a release from before the check)."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")
     current = replace(loaded, records=split_superseded(loaded.records)[0])
-    extra = {"tuning": tuning.summary(current), "curves": curves.summary(current, baseline)}
+    extra = {"tuning": tuning.summary(current, tuning_rule),
+             "curves": curves.summary(current, baseline)}
     if earlier is not None:
         now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
         extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline)
@@ -320,6 +324,8 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
                             f"not run from a clean, committed tree (e.g. {unclean[0]}); a "
                             "committed release takes only clean records")
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
+    kwargs["tuning_rule"] = next((t["rule"] for t in meta.get("tuning", {}).values()
+                                  if "rule" in t), None)
     if "changes" in meta:
         kwargs["earlier"] = earlier_release(releases_dir, meta["changes"]["against"])
     loaded, later = as_published(loaded, json.loads(committed))

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from suite.choice import pick, point_label, points, rate_of
+
 from .records import LoadedRecords, Record
 
 RATE_KEY = "lr"
@@ -39,8 +41,11 @@ def _learned(records: list[Record]) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in sorted(values.items())}
 
 
-def summary(loaded: LoadedRecords) -> dict:
-    """Per task, the sweep and the choice of every scorer (empty when nothing was tuned)."""
+def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
+    """Per task, the sweep and the choice of every scorer (empty when nothing was tuned). With
+    ``rule`` (``suite.choice.SELECTION_RULE``; releases from before it pass None), each scorer
+    also gets the rule's choice recomputed from its sweep records, ``rule_choice``, and the worst
+    cell at each rate, ``rate_scores``, and each task names the rule."""
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.sweeps:
         sweeps[(r.task, r.scorer_label)].append(r)
@@ -86,10 +91,25 @@ def summary(loaded: LoadedRecords) -> dict:
             "all_failed": bool(reps) and chosen is None,
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
-        for key in ("rule", "rate_scores"):
-            if key in block:
-                task_out["scorers"][label][key] = block[key]
+        if rule:
+            task_out["rule"] = rule
+            task_out["scorers"][label].update(_recomputed(block, recs, task_out["direction"]))
     return out
+
+
+def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
+    """The rule's choice over the grid the reporting records name, from the sweep records; a
+    grid with a point not swept yet (or no reporting record) has none."""
+    axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
+    cells: dict[str, list] = defaultdict(list)
+    for r in recs:
+        cells[point_label({k: r.config.get(k) for k in axes})].append(
+            (r.status, (r.validation or {}).get("value")))
+    grid = points(axes)
+    if not axes or any(point_label(p) not in cells for p in grid):
+        return {"rule_choice": None, "rate_scores": {}}
+    picked = pick(grid, cells, direction)
+    return {"rule_choice": picked.best, "rate_scores": picked.rate_scores}
 
 
 def _grid_of(recs: list[Record]) -> dict:
@@ -186,28 +206,27 @@ def method_text(tuning: dict | None) -> str:
                     f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
 
 
-def _is_rate_of(rate: str, point: dict) -> bool:
-    """Whether a ``rate_scores`` label ("lr=0.004") names the rate of ``point``."""
-    pairs = dict(pair.split("=", 1) for pair in rate.split(","))
-    return all(k in point and f"{point[k]:g}" == v for k, v in pairs.items())
-
-
 def _rule_text(tuning: dict) -> str:
-    """How the points were chosen; records from before the current rule name no rule."""
-    earlier = sorted({f"{label} ({task})" for task, t in tuning.items()
-                      for label, s in t["scorers"].items() if s["complete"] and "rule" not in s})
-    complete = sum(s["complete"] for t in tuning.values() for s in t["scorers"].values())
-    if earlier and len(earlier) == complete:
+    """How the points were chosen; with the rule named, the scorers whose point it would not
+    choose from their sweep records."""
+    if not any("rule" in t for t in tuning.values()):
         return ("A point's score is its mean over the tuning seeds; a point where a seed "
                 "diverged or failed is never chosen.")
     text = ("The learning rate is chosen first, by its worst tuning cell (over the tuning seeds "
             "and every value of the other axes at that rate; a rate with a cell that diverged or "
             "failed is never chosen), then the point with the best mean over the tuning seeds "
-            "at that rate.")
-    if earlier:
-        text += (" Chosen by the earlier rule (the best mean over the tuning seeds), before the "
-                 "records named their rule: " + ", ".join(earlier) + ".")
+            "at that rate; the release recomputes each choice from the sweep records.")
+    other = sorted(f"{label} ({task}: the rule chooses {_label(s['rule_choice'])})"
+                   for task, t in tuning.items() for label, s in t["scorers"].items()
+                   if s["complete"] and s.get("rule_choice") not in (None, s["chosen"]))
+    if other:
+        text += (" Reported at a point an earlier rule chose, not the rule's: " + "; ".join(other)
+                 + "; a run under the current rule reports them at its own choice.")
     return text
+
+
+def _label(point: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in point.items())
 
 
 def markdown(tuning: dict | None, plots: list[str]) -> str:
@@ -231,9 +250,8 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
                 point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
                 value = next((p["mean"] for p in s["points"]
                               if _point_key(p["point"]) == _point_key(chosen)), None)
-            rates = s.get("rate_scores") or {}
-            worst = next((v for rate, v in rates.items() if chosen and _is_rate_of(rate, chosen)),
-                         None)
+            worst = (s.get("rate_scores") or {}).get(point_label(rate_of(chosen))) if chosen \
+                else None
             ok = sum(p["ok"] for p in s["points"])
             failed = sum(p["failed"] for p in s["points"])
             learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"

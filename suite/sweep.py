@@ -1,5 +1,5 @@
 """The cells of a tuned run: sweep cells first, then each (task, scorer)'s reporting cells at the
-point its sweep chose (the protocol is in :mod:`suite.tuning`).
+point its sweep chose (the protocol is in :mod:`suite.tuning` and :mod:`suite.choice`).
 
 ``plan_run`` expands a profile as :func:`suite.cells.expand` does and, for every task with a grid
 in ``[tuning]``, replaces its reporting cells by the sweep cells of the grid; the scheduler asks
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .cells import REPORT, SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
-from .tuning import Choice, Point, Tuning, choose, parse_tuning, point_label, points, record_block
+from .choice import Choice, Point, choose, point_label, points
+from .tuning import Tuning, parse_tuning, record_block
 
 ALL_FAILED = "every point of the tuning grid failed"
 

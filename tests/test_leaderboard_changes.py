@@ -155,15 +155,14 @@ def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
     assert row["reason"] == ("tuned at lr=0.004, which the tuning protocol no longer chooses "
                              "(its latest choice: lr=0.001)")
 
-    def summary(rules):
-        return {"t": {"grid": {"lr": [1e-3, 4e-3]}, "tuning_seeds": [1000], "cells":
-                      {"sweep": 4, "report": 2},
-                      "scorers": {name: {"complete": True, **({"rule": "r"} if rule else {})}
-                                  for name, rule in rules.items()}}}
+    def summary(rule, chosen, rule_choice):
+        t = {"grid": {"lr": [1e-3, 4e-3]}, "tuning_seeds": [1000], "cells": {"sweep": 4, "report": 2},
+             "scorers": {"ssa": {"complete": True, "chosen": chosen, "rule_choice": rule_choice}}}
+        return {"t": {**t, "rule": rule} if rule else t}
 
-    assert "by its worst tuning cell" in method_text(summary({"ssa": True, "softmax": True}))
-    mixed = method_text(summary({"ssa": True, "softmax": False}))
-    assert "by its worst tuning cell" in mixed and "earlier rule" in mixed
-    assert "softmax (t)" in mixed and "ssa (t)" not in mixed
-    earlier = method_text(summary({"ssa": False, "softmax": False}))
-    assert "worst" not in earlier and "A point's score is its mean" in earlier
+    agrees = method_text(summary("r", {"lr": 1e-3}, {"lr": 1e-3}))
+    assert "by its worst tuning cell" in agrees and "earlier rule" not in agrees
+    differs = method_text(summary("r", {"lr": 4e-3}, {"lr": 1e-3}))
+    assert "an earlier rule chose, not the rule's: ssa (t: the rule chooses lr=0.001)" in differs
+    before = method_text(summary(None, {"lr": 4e-3}, None))
+    assert "worst" not in before and "A point's score is its mean" in before

@@ -22,7 +22,8 @@ from suite.profiles import ProfileError, load_profile
 from suite.scheduler import run_cells
 from suite.store import ResultStore
 from suite.sweep import plan_run
-from suite.tuning import choose, grown, parse_tuning, points
+from suite.choice import choose, grown, points
+from suite.tuning import parse_tuning
 
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
 TASK = "suite_test_tuned"
@@ -491,7 +492,7 @@ def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_ke
     """Reporting records chosen by an earlier rule stay on disk; a run under the current rule
     reports at its own choice, and a release takes those and lists the earlier ones superseded."""
     import suite.sweep
-    from leaderboard.release import load_release, publish
+    from leaderboard.release import load_release, publish, reproduce
 
     def earlier_rule(*args):
         choice = choose(*args)
@@ -502,18 +503,31 @@ def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_ke
         monkeypatch.setattr(suite.sweep, "choose", earlier_rule)
         run(prof, tmp_path / "r")
         assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}'}}
+        early = publish(tmp_path / "r", release="early", releases_dir=tmp_path / "rel",
+                        refuse_unclean=False)
+        softmax = load_release(early.release_dir).meta["tuning"][TASK]["scorers"]["softmax"]
+        assert softmax["chosen"] == {"lr": 5e-4} and softmax["rule_choice"] == {"lr": 1e-3}
+        assert ("not the rule's: softmax (suite_test_tuned: the rule chooses lr=0.001)"
+                in (early.release_dir / "README.md").read_text())
         monkeypatch.undo()
         run(prof, tmp_path / "r")
     assert chosen_points(tmp_path / "r") == {"softmax": {'{"lr": 0.0005}', '{"lr": 0.001}'}}
     assert sum(r["cell"].get("role") == "sweep" for r in records(tmp_path / "r")) == 8  # none again
-    published = publish(tmp_path / "r", release="2026-12-03-test", releases_dir=tmp_path / "rel",
-                        refuse_unclean=False)
+    for path in (tmp_path / "r").rglob("*.json"):    # as if run from a clean tree, for --check
+        record = json.loads(path.read_text())
+        record["provenance"].update(git_sha="feedbeef" * 5, git_dirty=False)
+        path.write_text(json.dumps(record))
+    published = publish(tmp_path / "r", release="2026-12-03-test", releases_dir=tmp_path / "rel")
     board = load_release(published.release_dir)
-    assert board.meta["tuning"][TASK]["scorers"]["softmax"]["chosen"] == {"lr": 1e-3}
+    softmax = board.meta["tuning"][TASK]["scorers"]["softmax"]
+    assert softmax["chosen"] == softmax["rule_choice"] == {"lr": 1e-3}
+    assert softmax["rate_scores"]["lr=0.001"] == pytest.approx(1.0, abs=1e-5)
+    assert "not the rule's" not in (published.release_dir / "README.md").read_text()
     assert board.meta["tuning"][TASK]["cells"]["report"] == 2          # the superseded left out
     assert board.meta["curves"][TASK]["scorers"]["softmax"]["seeds"] == 2
     (row,) = board.superseded.to_dict("records")
     assert row["n_cells"] == 2 and row["reason"].startswith("tuned at lr=0.0005, which the")
+    assert reproduce(tmp_path / "r", tmp_path / "rel", "2026-12-03-test").ok
 
 
 # ------------------------------------------------------------------------ tasks
