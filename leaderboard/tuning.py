@@ -215,7 +215,9 @@ def _rule_text(tuning: dict) -> str:
     text = ("The learning rate is chosen first, by its worst tuning cell (over the tuning seeds "
             "and every value of the other axes at that rate; a rate with a cell that diverged or "
             "failed is never chosen), then the point with the best mean over the tuning seeds "
-            "at that rate; the release recomputes each choice from the sweep records.")
+            "at that rate: a rate where one cell trained badly sits at the edge of the scorer's "
+            "stable range, which a mean over the tuning seeds hides. The release recomputes "
+            "each choice from the sweep records.")
     other = sorted(f"{label} ({task}: the rule chooses {_label(s['rule_choice'])})"
                    for task, t in tuning.items() for label, s in t["scorers"].items()
                    if s["complete"] and s.get("rule_choice") not in (None, s["chosen"]))
