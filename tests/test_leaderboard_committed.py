@@ -140,6 +140,27 @@ def test_the_repository_check_passes():
     assert outcome.ok, outcome.message
 
 
+def test_every_committed_tuned_scorer_is_reported_at_the_rules_choice():
+    """The committed records obey the tuning rule: each tuned scorer's reporting point (the latest
+    chosen) is the rule's choice recomputed from its committed sweep records."""
+    from dataclasses import replace
+
+    from leaderboard import tuning
+    from leaderboard.records import load_records
+    from leaderboard.selection import split_superseded
+    from suite.choice import SELECTION_RULE
+
+    repo = Path(__file__).resolve().parent.parent
+    loaded = load_records(repo / "leaderboard" / "records")
+    board = replace(loaded, records=split_superseded(loaded.records)[0])
+    summary = tuning.summary(board, SELECTION_RULE)
+    checked = [(task, label, s["chosen"], s["rule_choice"])
+               for task, t in summary.items() for label, s in t["scorers"].items()
+               if s["complete"] and s["rule_choice"] is not None]
+    assert checked, "no committed tuned scorer to check"
+    assert [c for c in checked if c[2] != c[3]] == []
+
+
 def test_check_names_a_changed_record_and_the_rows_it_feeds(tmp_path, capsys):
     records = populate_and_return(tmp_path / "records")
     releases = tmp_path / "leaderboard" / "releases"
