@@ -107,7 +107,8 @@ class Tally:
     this run (before the first: of its records the run resumed, else of every cell finished),
     divided by the cells the run has kept busy at once so far (the wall times of the cells
     finished and the time so far of those running, over the time elapsed: with two workers, 2
-    from the first cell that finishes). A cell given as task None (skipped: it never runs) counts as done but costs no time."""
+    from the first cell that finishes). A cell given as task None (skipped: it never runs)
+    counts as done but costs no time."""
 
     def __init__(self, clock=time.time):
         self.now = clock
