@@ -70,7 +70,8 @@ class EntmaxBisect(LogitsScorer):
     """alpha-entmax by bisection (``n_iter`` steps). Fixed ``alpha`` > 1, or with
     ``learn_alpha=True`` alpha_h = clamp(1 + sigmoid(a_h), 1.01, 2) per head, a_h = 0 (alpha = 1.5)
     shaped (1, H, 1, 1) to broadcast over (B, H, Lq, Lk) logits. A fixed alpha runs the package's
-    bisection through :func:`fixed_alpha_bisection`, a learned one ``entmax.entmax_bisect``."""
+    bisection through :func:`fixed_alpha_bisection`, a learned one ``entmax.entmax_bisect``;
+    the pivot form finds the same threshold by Newton's method (scorers/pivot.py), alpha <= 2."""
 
     def __init__(self, *, alpha: float = 1.5, learn_alpha: bool = False, n_iter: int = 50,
                  **context):
@@ -97,6 +98,13 @@ class EntmaxBisect(LogitsScorer):
             raise ScorerError(f"scorer 'entmax_bisect' with learn_alpha=True needs (B, "
                               f"{self.num_heads}, Lq, Lk) logits, got {tuple(s.shape)}")
         return (1.0 + torch.sigmoid(self.alpha_logit.to(s.dtype))).clamp(1.01, 2.0)
+
+    def pivot_normalizer(self, s, dim=-1):
+        if self.learn_alpha:
+            return pivot.entmax_alpha(s, self.alpha_value(s), dim=dim)
+        if self.alpha <= 2.0:
+            return pivot.entmax_alpha(s, self.alpha, dim=dim)
+        return self.bisection.apply(s, self.alpha, dim, self.n_iter, True)
 
     def weights(self, s, mask):
         s = masked_fill_neg_inf(_fp32(s), mask)

@@ -23,6 +23,7 @@ BY_LENGTH = f"dense<{RECOMPUTE_FROM_KEYS['cpu']}|blocked"
     ("stablemax", "auto", CPU, BY_LENGTH), ("sigmoid", "auto", CUDA, "flex"),
     ("sigmoid", "auto", CPU, "blocked"), ("entmax15", "auto", CPU, "blocked"),
     ("sparsemax", "auto", CPU, "blocked"), ("entmax15", "pivot", CPU, "pivot"),
+    ("entmax_bisect", "auto", CPU, "pivot"), ("entmax_bisect", "auto", CUDA, "reference"),
     ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "blocked"),
     ("learned_sink", "auto", CPU, "blocked"), ("learned_sink", "off", CPU, "sdpa"),
     ("temperature_softmax", "auto", CPU, "blocked"), ("softmax_plus_one", "auto", CUDA, "sdpa"),
@@ -53,6 +54,7 @@ def test_forms_are_declared_by_the_scorers():
     assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
     assert scorers.get_scorer_class("entmax15").fast_forms() == ("blocked", "topk", "pivot",
                                                                 "compile")
+    assert scorers.get_scorer_class("entmax_bisect").fast_forms() == ("pivot", "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
     assert scorers.get_scorer_class("relu").fast_forms() == ("blocked", "compile")
     assert scorers.get_scorer_class("softpick").fast_forms() == ("compile",)
