@@ -3,10 +3,12 @@
 Per cell, in this order:
 
 1. **records**: the median ``wall_time_s`` of existing ``ok`` records (not resumed from a
-   checkpoint: those timed only the rest of a cell) with the same task, task version and config
+   checkpoint: those timed only the rest of a cell) with the same task, task version, config
    (the resolved config, so the same sizes; the keys the task declares tunable, its optimizer's
-   settings, aside) on the same device class (the ``hardware`` string
-   of a record's provenance: CPU model and core count, or the GPU's name);
+   settings, aside) and role on the same device class (the ``hardware`` string
+   of a record's provenance: CPU model and core count, or the GPU's name); a tuning sweep's or
+   reporting cell without records of its role is timed by the untuned cells' records (a sweep
+   cell skips the reported evaluation, so they bound it from above);
    the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
    ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
@@ -27,7 +29,10 @@ Per cell, in this order:
    machine whose load changes between two runs, a fit on wall times can make the per-step
    cost of a 50-step difference off by 10x). ``t(s)`` is the faster of two runs, one before and
    one after the ``2s`` run, so one-time costs of the first run in a process (imports,
-   allocator, kernel selection) do not bend the line. A task without a step count
+   allocator, kernel selection) do not bend the line. Where a task's record times its training
+   phase apart (``extra.cpu_time_s["train"]``, e.g. the encoder), the slope is fitted on that
+   phase alone and the evaluation's time added to ``a``: the encoder's Zorro evaluation varies by
+   more between two runs than 50 training steps cost. A task without a step count
    (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
@@ -50,7 +55,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from .cells import Cell
+from .cells import REPORT, Cell
 
 STEP_KEYS = ("train_steps", "max_steps", "steps")
 CALIBRATION_FRACTION = 0.05
@@ -162,15 +167,17 @@ def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = Non
         scorer: str = "softmax", full: bool = False) -> Fit:
     """Time ``cell``'s config with ``scorer`` (module docstring): two short lengths, or one full
     cell when ``full`` or when the task has no step count. ``run(cell, device)`` returns the wall
-    seconds, or (wall, CPU) seconds."""
+    seconds, (wall, CPU) seconds, or (wall, CPU, CPU of the training phase or None)."""
     walls: list[float] = []
     cpus: list[float] = []
+    trains: list[float | None] = []
 
     def timed(c: Cell) -> float:
         out = (run or _timed_run)(c, device)
-        wall, cpu = out if isinstance(out, tuple) else (out, out)
+        wall, cpu, train = (*out, None)[:3] if isinstance(out, tuple) else (out, out, None)
         walls.append(wall)
         cpus.append(cpu)
+        trains.append(train)
         return cpu
 
     base = replace(cell, scorer=scorer, scorer_kwargs={}, seed=0)
@@ -191,31 +198,48 @@ def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = Non
     first = timed(replace(base, config={**config, key: short}))
     t2 = timed(replace(base, config={**config, key: 2 * short}))
     t1 = min(first, timed(replace(base, config={**config, key: short})))
-    fixed, slope = _line(short, t1, t2)
+    if None in trains:
+        fixed, slope = _line(short, t1, t2)
+    else:
+        fixed, slope = _line(short, min(trains[0], trains[2]), trains[1])
+        fixed += min(cpu - train for cpu, train in zip(cpus, trains))
     wall_per_cpu = sum(walls) / sum(cpus) if sum(cpus) > 0 else 1.0
     return Fit(fixed * wall_per_cpu, slope * wall_per_cpu, key, steps,
                f"calibration: {scorer} at {short} and {2 * short} of {steps} {key}")
 
 
-def calibrate(cell: Cell, device: str, *,
-              run: Callable[[Cell, str], float] | None = None) -> tuple[float, str]:
-    """Seconds one cell of ``cell``'s task config takes on ``device``, and how it was found."""
-    result = fit(cell, device, run=run)
+def calibrate(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | None = None,
+              threads: int = 0) -> tuple[float, str]:
+    """Seconds one cell of ``cell``'s task config takes on ``device``, and how it was found;
+    ``threads``: the torch threads a cell of the run gets (0: torch's choice)."""
+    result = fit(cell, device, run=run or (lambda c, d: _timed_run(c, d, threads)))
     return result.seconds, result.how
 
 
-def _timed_run(cell: Cell, device: str) -> tuple[float, float]:
-    """Wall and process CPU seconds of one run of ``cell`` (its record is not kept)."""
+def _timed_run(cell: Cell, device: str, threads: int = 0) -> tuple[float, float, float | None]:
+    """Wall and process CPU seconds of one run of ``cell`` on ``threads`` torch threads (0: as
+    set), and the CPU seconds of its training phase where the record says (its record is not
+    kept). With more threads than the run's cells get, a loaded machine's spin-waiting threads
+    inflate the CPU time: 50 encoder steps measured 15-29 s on 2 threads beside a running board."""
+    import torch
+
     from .runner import CellJob, run_cell
 
+    before = torch.get_num_threads()
     with tempfile.TemporaryDirectory(prefix="scorebench-calibrate-") as work:
-        t0, c0 = time.perf_counter(), time.process_time()
-        record = run_cell(CellJob(cell, workdir=work), device=device)
-        seconds = time.perf_counter() - t0, time.process_time() - c0
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            record = run_cell(CellJob(cell, workdir=work), device=device)
+            seconds = time.perf_counter() - t0, time.process_time() - c0
+        finally:
+            torch.set_num_threads(before)
     if record["status"] != OK:
         raise RuntimeError(f"calibration run of {cell.task} ended {record['status']}: "
                            f"{record['message'][-300:]}")
-    return seconds
+    train = ((record.get("extra") or {}).get("cpu_time_s") or {}).get("train")
+    return (*seconds, float(train) if isinstance(train, (int, float)) else None)
 
 
 def cost_line(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -290,13 +314,15 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              hardware_name: str | None = None,
              calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
              declared: dict | None = None,
-             step_cost: Callable[[str, str], float] | None = None) -> list[TaskEstimate]:
+             step_cost: Callable[[str, str], float] | None = None,
+             threads: int = 0) -> list[TaskEstimate]:
     """Per task (in first-seen order), the cells to run and their expected total seconds.
     ``step_cost(task, scorer)``: the scorer's training-step cost over softmax's (:class:`StepCost`;
-    None: every scorer costs what softmax costs)."""
+    None: every scorer costs what softmax costs). ``threads``: the torch threads of the default
+    calibration's runs, as a cell of the run gets them (0: torch's choice)."""
     hw = hardware_name or device_class(device)
     times = record_times(records, hw)
-    calibrator = calibrator or (lambda c, d: calibrate(c, d))
+    calibrator = calibrator or (lambda c, d: calibrate(c, d, threads=threads))
     scaled: set[str] = set()
 
     def cost(cell: Cell) -> float:
@@ -320,7 +346,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         total, sources = 0.0, []
         scaled.clear()
         for key, members in configs.items():
-            known = times.get(key)
+            known = times.get(key) or times.get((*key[:3], REPORT))
             if known:
                 line = None
                 for c in members:

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .cells import REPORT, SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
+from .cells import SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
 from .choice import Choice, Point, choose, point_label, points
 from .tuning import Tuning, parse_tuning, record_block
@@ -214,10 +214,3 @@ def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
             out += [(PlannedCell(dataclasses.replace(tuned.template, seed=s, role=TUNED)),
                      "report, after its sweep (point not chosen yet)") for s in tuned.seeds]
     return out
-
-
-def time_cell(cell: Cell, template: dict[tuple[str, str], Cell]) -> Cell:
-    """The cell whose recorded time estimates ``cell``'s: a sweep or tuned cell costs what the
-    untuned cell at the profile's config costs (the point changes the numbers, not the work)."""
-    t = template.get((cell.task, cell.scorer))
-    return t if t is not None and cell.role != REPORT else cell

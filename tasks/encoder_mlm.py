@@ -258,7 +258,8 @@ class EncoderMLM(Task):
         if ctx.sweep:
             ctx.report(total_units, total_units)
             return TaskResult(metrics={}, extra={"train": log, "validation": validation,
-                                                 "scorer_parameters": scorer_parameter_values(model)},
+                                                 "scorer_parameters": scorer_parameter_values(model),
+                                                 "cpu_time_s": {"train": round(c_train - c_data, 2)}},
                               step=log["steps"])
 
         metrics, items, ties = zorro_scores(

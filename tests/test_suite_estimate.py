@@ -320,3 +320,65 @@ def test_the_live_bar_shows_the_same_time_left_as_the_progress_line():
     # 2 icl cells left at the resumed records' 30 s, one cell at a time
     assert "expected finish 2023-11-14 22:24 UTC (in 0:01:00)" in text
     assert "ETA 0:01:00" in text
+
+
+def test_sweep_and_reporting_cells_are_timed_by_records_of_their_role():
+    """A sweep cell skips the reported evaluation: sweep records time sweep cells, tuned records
+    time reporting cells, and a role without records falls back to the untuned cells' records."""
+    def role(record_or_cell, name):
+        if isinstance(record_or_cell, Cell):
+            return replace(record_or_cell, role=name)
+        record_or_cell["cell"]["role"] = name
+        return record_or_cell
+
+    records = [timed("softmax", 0, 100.0), role(timed("softmax", 1000, 40.0), "sweep"),
+               role(timed("ssa", 1000, 60.0), "sweep"), role(timed("softmax", 1, 90.0), "tuned")]
+    sweep = [role(cell("softmax", 1001), "sweep"), role(cell("ssa", 1001), "sweep")]
+    [est] = estimate(sweep, records, "cpu", hardware_name=HW, calibrator=no_calibration)
+    assert est.seconds == pytest.approx(40.0 + 60.0)
+    [est] = estimate([role(cell("softmax", 2), "tuned")], records, "cpu", hardware_name=HW,
+                     calibrator=no_calibration)
+    assert est.seconds == pytest.approx(90.0)
+    [est] = estimate([role(cell("softmax", 1000), "sweep")], records[:1], "cpu",
+                     hardware_name=HW, calibrator=no_calibration)
+    assert est.seconds == pytest.approx(100.0)
+
+
+def test_the_slope_is_fitted_on_the_training_phase_where_the_record_times_it():
+    """Training costs 0.05 s a step; the evaluation takes 19-22 s, varying between runs: the
+    totals (25.5, 25.0 and 23.5 s at 50, 100 and 50 steps) would give 0.03 s a step and 52 s at
+    1,000 steps; the training phase alone gives 0.05 s a step, the evaluation joins the fixed
+    part, and 1,000 steps take 70 s."""
+    from suite.estimate import fit
+
+    evaluation = iter([22.0, 19.0, 20.0])
+
+    def run(c, device):
+        train = 1.0 + 0.05 * c.config["train_steps"]
+        cpu = train + next(evaluation)
+        return cpu, cpu, train
+
+    result = fit(cell(config={"train_steps": 1000}), "cpu", run=run)
+    assert result.per_step == pytest.approx(0.05)
+    assert result.fixed == pytest.approx(1.0 + 19.0)
+    assert result.seconds == pytest.approx(70.0)
+
+
+def test_calibration_runs_on_the_threads_a_cell_gets_and_reads_the_training_phase(monkeypatch):
+    import torch
+
+    from suite import estimate as est
+    from suite import runner
+
+    seen = []
+
+    def run_cell(job, device=None):
+        seen.append(torch.get_num_threads())
+        return {"status": "ok", "extra": {"cpu_time_s": {"train": 1.5}}}
+
+    monkeypatch.setattr(runner, "run_cell", run_cell)
+    before = torch.get_num_threads()
+    wall, cpu, train = est._timed_run(cell(), "cpu", threads=1)
+    assert seen == [1] and torch.get_num_threads() == before and train == 1.5
+    est._timed_run(cell(), "cpu")
+    assert seen == [1, before]

@@ -96,7 +96,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
 
     from ..records import stale_reason
     from ..scheduler import should_rerun
-    from ..sweep import dry_run_cells, time_cell
+    from ..sweep import dry_run_cells
 
     def current(cell):
         record = store.existing(cell)
@@ -108,8 +108,6 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
     table = Table(title=f"{len(cells)} cells", show_edge=False)
     for c in ("cell", "task", "scorer", "seed", "role", "would"):
         table.add_column(c)
-    templates = {} if plan.tuning is None else {k: t.template
-                                                 for k, t in plan.tuning.tuned.items()}
     for p, note in cells:
         record = store.existing(p.cell)
         if record is None:
@@ -124,7 +122,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
         table.add_row(p.cell.id if not note.startswith("report, after") else "(not known yet)",
                       p.cell.task, p.cell.scorer, str(p.cell.seed), note or "report", would)
         if would.startswith("run"):
-            to_run["sweep" if p.cell.is_sweep else "report"].append(time_cell(p.cell, templates))
+            to_run["sweep" if p.cell.is_sweep else "report"].append(p.cell)
     console.print(table)
     if plan.tuning is not None:
         tuning = plan.tuning.tuning
@@ -174,7 +172,8 @@ def print_estimate(console, cells, store, workers: int = 1, declared: dict | Non
     console.print(f"estimating on {hw} ({device}) ...")
     rows = estimate(cells, records, device, hardware_name=hw,
                     declared=None if device.startswith("cuda") else declared,
-                    step_cost=StepCost(device, scorer_names, threads=worker_threads(workers)))
+                    step_cost=StepCost(device, scorer_names, threads=worker_threads(workers)),
+                    threads=worker_threads(workers))
     table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
     for c in ("task", "cells", "per cell", "total", "from"):
         table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
