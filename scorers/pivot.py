@@ -24,7 +24,7 @@ tau is found by iterations of whole-tensor reductions that start below tau* and 
   r = 1/(alpha - 1) >= 1: Newton on f(tau) = sum (z - tau)_+^r - 1, convex and decreasing as
   above, so again from tau_0 = -1 the iterates increase to tau*:
   tau += f / (r sum (z - tau)_+^(r-1)).
-  It stops when no row's step exceeds the rounding of tau (5 to 11 steps on attention logits,
+  It stops when no row's step exceeds the rounding of tau (2 to 11 steps on Gaussian logits,
   where the package bisects 50 times), and the weights are divided by their sum, as the package's
   ``ensure_sum_one`` does.
 
