@@ -461,6 +461,20 @@ def test_dry_run_lists_sweep_cells_with_their_estimated_time(tmp_path, capsys):
     assert not (tmp_path / "r").exists() or not records(tmp_path / "r")
 
 
+def test_dry_run_times_sweep_cells_by_the_sweep_records(tmp_path, capsys):
+    """Once a scorer's sweep has records, another scorer's sweep cells are estimated from them
+    (a sweep cell skips the reported evaluation), not by a calibration."""
+    with tuned_plugin():
+        run(profile(tmp_path / "p.toml", scorers='"softmax"'), tmp_path / "r")
+        prof = profile(tmp_path / "p.toml", scorers='"softmax,sparsemax"')
+        capsys.readouterr()
+        assert main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"),
+                     "--dry-run", "--plugin", str(PLUGIN)]) == 0
+    out = capsys.readouterr().out
+    sweep = out[out.index("sweep cells: 8 to run"):out.index("reporting and untuned cells")]
+    assert "records (8 on" in sweep and "calibration" not in sweep
+
+
 def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
     from leaderboard.release import load_release, publish
 
