@@ -31,8 +31,9 @@ Per cell, in this order:
    one after the ``2s`` run, so one-time costs of the first run in a process (imports,
    allocator, kernel selection) do not bend the line. Where a task's record times its training
    phase apart (``extra.cpu_time_s["train"]``, e.g. the encoder), the slope is fitted on that
-   phase alone and the evaluation's time added to ``a``: the encoder's Zorro evaluation varies by
-   more between two runs than 50 training steps cost. A task without a step count
+   phase alone and the rest of the run (set-up, evaluation) joins ``a``, so an evaluation that
+   takes longer in one run than in another does not bend the slope. The runs use the torch
+   threads a cell of the run gets. A task without a step count
    (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
@@ -219,8 +220,8 @@ def calibrate(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | No
 def _timed_run(cell: Cell, device: str, threads: int = 0) -> tuple[float, float, float | None]:
     """Wall and process CPU seconds of one run of ``cell`` on ``threads`` torch threads (0: as
     set), and the CPU seconds of its training phase where the record says (its record is not
-    kept). With more threads than the run's cells get, a loaded machine's spin-waiting threads
-    inflate the CPU time: 50 encoder steps measured 15-29 s on 2 threads beside a running board."""
+    kept). Beside a running board, on 2 threads, 50 encoder steps took 15.5-19.3 s of CPU time
+    and 100 steps 28.7 s; on the 1 thread a cell of a 2-worker run gets, 4.8-6.1 s and 6.9 s."""
     import torch
 
     from .runner import CellJob, run_cell
