@@ -143,13 +143,14 @@ class _EntmaxAlpha(torch.autograd.Function):
             raise ValueError(f"alpha-entmax by Newton's method needs alpha in (1, 2], got {alpha} "
                              f"(entmax.entmax_bisect takes any alpha > 1)")
         z = (x - x.amax(-1, keepdim=True)) * (a - 1)
-        tau = entmax_threshold(z, 1 / (a - 1))
+        r = 1 / (a - 1)
+        tau = entmax_threshold(z, r)
         if tau is None:  # NaN logits, or a row that did not settle: the package's bisection
             w = entmax.entmax_bisect(x, a, dim=-1)
             u = power_on_support(w, 2 - a)
         else:
             d = (z - tau).clamp_(min=0)
-            u = power_on_support(d, 1 / (a - 1) - 1)
+            u = power_on_support(d, r - 1)
             w = u * d
             w /= w.sum(-1, keepdim=True)
         ctx.dim = dim

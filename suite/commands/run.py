@@ -170,10 +170,10 @@ def print_estimate(console, cells, store, workers: int = 1, declared: dict | Non
     registered = set(scorers.list_scorers())
     scorer_names = registered & ({c.scorer for c in cells} | {r["cell"]["scorer"] for r in records})
     console.print(f"estimating on {hw} ({device}) ...")
+    threads = worker_threads(workers)
     rows = estimate(cells, records, device, hardware_name=hw,
                     declared=None if device.startswith("cuda") else declared,
-                    step_cost=StepCost(device, scorer_names, threads=worker_threads(workers)),
-                    threads=worker_threads(workers))
+                    step_cost=StepCost(device, scorer_names, threads=threads), threads=threads)
     table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
     for c in ("task", "cells", "per cell", "total", "from"):
         table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
