@@ -14,8 +14,10 @@ forms that apply):
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
   -inf-masked logits (scorers/pivot.py), for the pivot form;
 - ``blocked_spec(q, k, mask) -> BlockedSpec``: the weights are a softmax of an elementwise logit
-  transform (with a sink logit or not), a pointwise gate, sparsemax or 1.5-entmax, so the blocked
-  form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py) applies;
+  transform (with a sink logit or not), a pointwise gate, sparsemax or alpha-entmax with alpha in
+  (1, 2], so the blocked form with recompute (scorers/fast/blocked.py,
+  scorers/fast/blocked_sparse.py) applies; an instance whose settings it cannot run says so with
+  ``blocked_available = False`` (entmax_bisect at a fixed alpha > 2);
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
@@ -86,15 +88,16 @@ class BlockedSpec:
     """A scorer's blocked form for given inputs (``Scorer.blocked_spec(q, k, mask)``).
 
     ``kind``: "softmax" (``softmax_attend`` of scorers/fast/blocked.py: ``transform``, ``sink``),
-    a gate, "sigmoid", "relu" or "relu2" (``gate_attend``: ``bias``), or "sparsemax"/"entmax15"
-    (scorers/fast/blocked_sparse.py). ``query_scale``: multiplies q before ``q k^T`` (default
-    1/sqrt(d))."""
+    a gate, "sigmoid", "relu" or "relu2" (``gate_attend``: ``bias``), or "sparsemax", "entmax15"
+    or "entmax_alpha" (scorers/fast/blocked_sparse.py: ``alpha`` in (1, 2], a float or a
+    (1, H, 1, 1) tensor). ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d))."""
 
     kind: str
     query_scale: object = None
     transform: LogitTransform = IDENTITY
     sink: torch.Tensor | None = None
     bias: float = 0.0
+    alpha: object = None
 
 
 class FastForm:

@@ -71,7 +71,8 @@ class EntmaxBisect(LogitsScorer):
     ``learn_alpha=True`` alpha_h = clamp(1 + sigmoid(a_h), 1.01, 2) per head, a_h = 0 (alpha = 1.5)
     shaped (1, H, 1, 1) to broadcast over (B, H, Lq, Lk) logits. A fixed alpha runs the package's
     bisection through :func:`fixed_alpha_bisection`, a learned one ``entmax.entmax_bisect``;
-    the pivot form finds the same threshold by Newton's method (scorers/pivot.py), alpha <= 2."""
+    the pivot and blocked forms find the same threshold by Newton's method (scorers/pivot.py,
+    scorers/fast/blocked_sparse.py), alpha <= 2."""
 
     def __init__(self, *, alpha: float = 1.5, learn_alpha: bool = False, n_iter: int = 50,
                  **context):
@@ -105,6 +106,14 @@ class EntmaxBisect(LogitsScorer):
         if self.alpha <= 2.0:
             return pivot.entmax_alpha(s, self.alpha, dim=dim)
         return self.bisection.apply(s, self.alpha, dim, self.n_iter, True)
+
+    @property
+    def blocked_available(self) -> bool:
+        return self.learn_alpha or self.alpha <= 2.0
+
+    def blocked_spec(self, q, k, mask):
+        alpha = self.alpha_value(q) if self.learn_alpha else self.alpha
+        return BlockedSpec("entmax_alpha", alpha=alpha)
 
     def weights(self, s, mask):
         s = masked_fill_neg_inf(_fp32(s), mask)

@@ -23,7 +23,8 @@ BY_LENGTH = f"dense<{RECOMPUTE_FROM_KEYS['cpu']}|blocked"
     ("stablemax", "auto", CPU, BY_LENGTH), ("sigmoid", "auto", CUDA, "flex"),
     ("sigmoid", "auto", CPU, "blocked"), ("entmax15", "auto", CPU, "blocked"),
     ("sparsemax", "auto", CPU, "blocked"), ("entmax15", "pivot", CPU, "pivot"),
-    ("entmax_bisect", "auto", CPU, "pivot"), ("entmax_bisect", "auto", CUDA, "reference"),
+    ("entmax_bisect", "auto", CPU, "blocked"), ("entmax_bisect", "auto", CUDA, "reference"),
+    ("entmax_bisect", "pivot", CPU, "pivot"),
     ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "blocked"),
     ("learned_sink", "auto", CPU, "blocked"), ("learned_sink", "off", CPU, "sdpa"),
     ("temperature_softmax", "auto", CPU, "blocked"), ("softmax_plus_one", "auto", CUDA, "sdpa"),
@@ -54,10 +55,21 @@ def test_forms_are_declared_by_the_scorers():
     assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
     assert scorers.get_scorer_class("entmax15").fast_forms() == ("blocked", "topk", "pivot",
                                                                 "compile")
-    assert scorers.get_scorer_class("entmax_bisect").fast_forms() == ("pivot", "compile")
+    assert scorers.get_scorer_class("entmax_bisect").fast_forms() == ("blocked", "pivot",
+                                                                     "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
     assert scorers.get_scorer_class("relu").fast_forms() == ("blocked", "compile")
     assert scorers.get_scorer_class("softpick").fast_forms() == ("compile",)
+
+
+def test_a_setting_a_form_cannot_run_goes_to_the_next_form():
+    """entmax_bisect at a fixed alpha > 2: the blocked form's Newton needs alpha <= 2, so auto
+    gives it the pivot form (which bisects there), and mode "blocked" leaves it as shipped."""
+    scorer = make_scorer("entmax_bisect", {"alpha": 3.0})
+    assert accelerate(scorer, "auto") == {"entmax_bisect": "pivot"}
+    assert accelerate(scorer, "blocked") == {"entmax_bisect": "reference"}
+    assert accelerate(make_scorer("entmax_bisect", {"alpha": 2.0}), "auto") == {
+        "entmax_bisect": "blocked"}
 
 
 def test_unknown_mode_is_an_error():

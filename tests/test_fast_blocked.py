@@ -11,6 +11,7 @@ import torch
 
 import scorers
 from scorers.fast.blocked import blocked_attend, gate_attend, softmax_attend
+from scorers.fast import blocked_sparse
 from scorers.fast.blocked_sparse import sparse_attend
 from scorers.fast.tiles import BlockedError, plan_tiles
 from scorers.fast import accelerate, fast_paths
@@ -24,7 +25,8 @@ DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, 
             ("temperature_softmax", {"learnable": True}), ("ssmax", {}),
             ("softmax_plus_one", {}), ("learned_sink", {}), ("sigmoid", {}), ("relu", {}),
             ("relu", {"length": "fixed"}), ("relu2", {}), ("relu2", {"length": "fixed"}),
-            ("sparsemax", {}), ("entmax15", {})]
+            ("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", {}),
+            ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True})]
 SOFTMAX_DECLARED = {"ssa", "ssa_n2", "ssa_n1_5", "ssa_gpt2", "stablemax", "temperature_softmax",
                     "ssmax", "softmax_plus_one", "learned_sink"}
 # (query block rows, key block, recompute): uneven cuts recomputed, uneven cuts kept, one block.
@@ -72,7 +74,7 @@ def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
         assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=2e-5)
 
 
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "learned_sink"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink"])
 def test_bf16_in_and_out(name):
     scorer = make_scorer(name)
     q, k, v, g = inputs(torch.bfloat16)
@@ -100,6 +102,96 @@ def test_streamed_threshold_equals_the_sort_based_solver(kind, fn, scale):
     want = fn(s, dim=-1)
     assert (got - want).abs().max().item() <= 1e-12
     assert torch.equal(got == 0, want == 0) or scale >= 1e3
+
+
+def _alpha_case(alpha, scale, seed=2):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 3, 9, 8, generator=gen, dtype=torch.float64) * scale
+    k, v = (torch.randn(2, 3, 33, 8, generator=gen, dtype=torch.float64) for _ in range(2))
+    g = torch.randn(2, 3, 9, 8, generator=gen, dtype=torch.float64)
+    mask = torch.rand(2, 1, 9, 33, generator=gen) > 0.3
+    mask[..., 0] = True
+    if alpha == "heads":
+        alpha = torch.tensor([1.05, 1.5, 2.0], dtype=torch.float64).view(1, 3, 1, 1)
+    return q, k, v, g, mask, torch.as_tensor(alpha, dtype=torch.float64)
+
+
+def _alpha_grads(fn, q, k, v, g, alpha):
+    qq, kk, vv, aa = (t.clone().requires_grad_() for t in (q, k, v, alpha))
+    out = fn(qq, kk, vv, aa)
+    (out * g).sum().backward()
+    return [out, qq.grad, kk.grad, vv.grad, aa.grad]
+
+
+@pytest.mark.parametrize("alpha", [1.01, 1.1, 1.5, 1.9, 2.0, "heads"])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e3])
+@pytest.mark.parametrize("share", [0.0, 1.0], ids=["whole_tiles", "candidates"])
+def test_streamed_alpha_entmax_equals_the_package(alpha, scale, share, monkeypatch):
+    """Over 5 key blocks of 7 keys, at every logit scale, alpha from near softmax to sparsemax
+    (one per head too), the threshold's passes over whole tiles or over the candidates alone:
+    the package's bisection (100 steps, fp64): weights, and the gradients of q, k, v and alpha."""
+    monkeypatch.setattr(blocked_sparse, "COMPACT_SHARE", share)
+    found = []
+    of = blocked_sparse._Candidates.of.__func__
+    monkeypatch.setattr(blocked_sparse._Candidates, "of",
+                        classmethod(lambda cls, *a: found.append(of(cls, *a)) or found[-1]))
+    q, k, v, g, mask, a = _alpha_case(alpha, scale)
+
+    def blocked(q, k, v, a):
+        return sparse_attend(q, k, v, mask, kind="entmax_alpha", alpha=a, block_size=4,
+                             key_block=7, recompute=True)
+
+    def package(q, k, v, a):
+        s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~mask, float("-inf"))
+        return entmax.entmax_bisect(s, a, dim=-1, n_iter=100) @ v
+
+    eye = torch.eye(33, dtype=torch.float64).expand(2, 3, 33, 33)
+    weights = sparse_attend(q, k, eye, mask, kind="entmax_alpha", alpha=a, block_size=4,
+                            key_block=7)
+    s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~mask, float("-inf"))
+    assert (weights - entmax.entmax_bisect(s, a, dim=-1, n_iter=100)).abs().max() <= 1e-10
+    assert (weights.sum(-1) - 1).abs().max() <= 1e-12
+    assert any(c is not None for c in found) == (share == 1.0)
+    got, want = _alpha_grads(blocked, q, k, v, g, a), _alpha_grads(package, q, k, v, g, a)
+    for i, (x, y) in enumerate(zip(got, want)):
+        assert (x - y).abs().max() <= 1e-9 * max(1.0, y.abs().max()), i
+
+
+def test_alpha_entmax_newton_goes_on_where_the_output_pass_finds_it_unsettled(monkeypatch):
+    """With the output pass made after every step, each one finds the step too large until
+    Newton has converged: the same weights and gradients, kept or recomputed."""
+    q, k, v, g, mask, a = _alpha_case("heads", 1.0)
+
+    def blocked(recompute):
+        return lambda q, k, v, a: sparse_attend(q, k, v, mask, kind="entmax_alpha", alpha=a,
+                                                block_size=4, key_block=7, recompute=recompute)
+
+    want = _alpha_grads(blocked(True), q, k, v, g, a)
+    monkeypatch.setattr(blocked_sparse, "SETTLE", 1e6)
+    for recompute in (True, False):
+        for x, y in zip(_alpha_grads(blocked(recompute), q, k, v, g, a), want):
+            assert (x - y).abs().max() <= 1e-12 * max(1.0, y.abs().max())
+
+
+def test_alpha_entmax_keeps_a_nan_row_to_itself():
+    q, k, v, _, mask, _ = _alpha_case(1.5, 1.0)
+    q[0, 1, 2, 0] = float("nan")
+    out = sparse_attend(q, k, v, mask, kind="entmax_alpha", alpha=1.5, block_size=4)
+    assert out[0, 1, 2].isnan().all()
+    out[0, 1, 2] = 0.0
+    assert torch.isfinite(out).all()
+
+
+def test_alpha_entmax_bad_alpha_is_an_error():
+    q, k, v, _ = inputs()
+    with pytest.raises(ValueError, match=r"alpha in \(1, 2\]"):
+        sparse_attend(q, k, v, kind="entmax_alpha", alpha=2.5)
+    with pytest.raises(BlockedError, match=r"\(B, H, 1, 1\)"):
+        sparse_attend(q, k, v, kind="entmax_alpha", alpha=torch.full((3,), 1.5))
+    with pytest.raises(ValueError, match="needs alpha"):
+        sparse_attend(q, k, v, kind="entmax_alpha")
+    with pytest.raises(ValueError, match="takes no alpha"):
+        sparse_attend(q, k, v, kind="entmax15", alpha=1.5)
 
 
 def test_ties_and_one_key_rows():
@@ -206,7 +298,7 @@ def test_a_model_trains_through_the_blocked_form_like_the_reference():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect"])
 def test_memory_grows_like_the_length(name):
     """Peak memory of forward + backward at L = 4096 with the weights recomputed: well below one
     (H, L, L) matrix, and growing from L = 2048 by less than the 4x of a quadratic."""

@@ -13,9 +13,9 @@ The package, one module per job:
 - ``planning.py``: query blocks and the keys they see (the blocked forms' key truncation);
 - ``tiles.py``: the (query block, key block) tiles of the forms with recompute;
 - ``blocked.py``, ``blocked_sparse.py``: ``blocked``, attention with recompute for the scorers
-  declaring ``blocked_spec`` (softmaxes of transformed logits, gates, sparsemax and 1.5-entmax);
+  declaring ``blocked_spec`` (softmaxes of transformed logits, gates, sparsemax, entmax);
 - ``ssa.py``: ``fused`` and ``dense``, the SSA family's kernels;
-- ``sparse.py``: ``topk`` and ``pivot``, sparsemax and 1.5-entmax without the full sort;
+- ``sparse.py``: ``topk`` and ``pivot``, sparsemax and entmax without the full sort or bisection;
 - ``flex.py``: ``flex``, FlexAttention score_mods;
 - ``compiled.py``: ``compile``, ``torch.compile`` of the scorer's own weights per query block;
 - ``policy.py``: the modes, ``auto`` and :func:`accelerate`.

@@ -8,7 +8,7 @@ backward makes each tile again and its gradients from them (FlashAttention's sch
 elementwise passes). Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) the weights are few: they are
 kept from the forward instead (same numbers, no second matmul).
 
-Two kinds of weights run here (blocked_sparse.py has sparsemax and 1.5-entmax):
+Two kinds of weights run here (blocked_sparse.py has sparsemax, 1.5-entmax and alpha-entmax):
 
 - :func:`softmax_attend`, a softmax of transformed logits with an optional sink logit sigma,
 
@@ -281,13 +281,16 @@ def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | N
                            query_scale=spec.query_scale, **options)
     if spec.kind in SPARSE_KINDS:
         return sparse_attend(q, k, v, mask, kind=spec.kind, query_scale=spec.query_scale,
-                             **options)
+                             alpha=spec.alpha, **options)
     raise BlockedError(f"unknown blocked kind {spec.kind!r}; choose softmax, {', '.join(GATES)}, "
                        f"{', '.join(SPARSE_KINDS)}")
 
 
 def declares_blocked(scorer) -> bool:
-    return scorer_class(scorer).blocked_spec is not Scorer.blocked_spec
+    """The scorer (class or instance) declares ``blocked_spec``, and an instance's settings allow
+    it (``blocked_available``)."""
+    return (scorer_class(scorer).blocked_spec is not Scorer.blocked_spec
+            and (isinstance(scorer, type) or getattr(scorer, "blocked_available", True)))
 
 
 # Measured in one sitting (forward+backward, causal, fp32, 2 threads, median of 7, ratio to SDPA
