@@ -252,13 +252,11 @@ class _Candidates:
 
     def above(self, tau) -> "_Candidates":
         """Those still above tau (>= tau0): the others stay below tau* for good."""
-        keep = self.z > tau.reshape(-1)[self.row]
-        tiles, count = [], 0
-        for a, b, shape, at, part in self.tiles:
-            kept = keep[part].nonzero().squeeze(1)
-            tiles.append((a, b, shape, at[kept], slice(count, count + len(kept))))
-            count += len(kept)
-        keep = keep.nonzero().squeeze(1)
+        keep = (self.z > tau.reshape(-1)[self.row]).nonzero().squeeze(1)
+        stops = torch.tensor([part.stop for *_, part in self.tiles], device=keep.device)
+        ends = torch.searchsorted(keep, stops).tolist()     # keep is sorted: each tile's share
+        tiles = [(a, b, shape, at[keep[start:end] - part.start], slice(start, end))
+                 for (a, b, shape, at, part), start, end in zip(self.tiles, [0, *ends], ends)]
         power = self.power if isinstance(self.power, float) else self.power[keep]
         return _Candidates(self.z[keep], self.row[keep], power, tiles, tau)
 
