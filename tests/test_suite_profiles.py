@@ -128,7 +128,7 @@ def test_bad_values_are_errors(tmp_path, text, match):
 
 def test_fast_paths_key(tmp_path):
     assert load_profile("cpu").fast == load_profile("paper").fast == "auto"
-    assert load_profile("smoke").fast == "off"
+    assert load_profile("smoke").fast == "auto"
     assert load_profile(write(tmp_path / "mine.toml", "[run]\nfast = 'off'\n")).fast == "off"
     assert load_profile(write(tmp_path / "inherit.toml", "[run]\nseeds = 1\n")).fast == "auto"
 
