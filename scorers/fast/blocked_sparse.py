@@ -1,11 +1,11 @@
 """Sparsemax, 1.5-entmax and alpha-entmax attention, blocked with recompute (tiles.py's tiles).
 
-Each is w = [z - tau]_+^p with sum_j w_ij = 1 over the visible keys of row i (sparsemax: p = 1,
-z = s; 1.5-entmax: p = 2, z = s/2, folded into the queries' scale; alpha-entmax below). The threshold tau_i is found
-over key blocks, as AdaSplash does on GPUs (Goncalves et al., arXiv 2502.12082): every step of
-the search is one pass over the row's key tiles that reduces each tile to per-row sums, so no
-(Lq, Lk) matrix is ever whole. The steps are those of scorers/pivot.py, on rows shifted by their
-maximum m_i (so z - m <= 0 and tau in [-1, 0)):
+Each is w = [z - tau]_+^p with sum_j w_ij = 1 over the visible keys of row i (sparsemax: p = 1, z =
+s; 1.5-entmax: p = 2, z = s/2, folded into the queries' scale; alpha-entmax below). The threshold
+tau_i is found over key blocks, as AdaSplash does on GPUs (Goncalves et al., arXiv 2502.12082):
+every step of the search is one pass over the row's key tiles that reduces each tile to per-row
+sums, so no (Lq, Lk) matrix is ever whole. The steps are those of scorers/pivot.py, on rows shifted
+by their maximum m_i (so z - m <= 0 and tau in [-1, 0)):
 
 - sparsemax, Michelot's algorithm: tau <- tau + (sum_S (z - tau) - 1) / |S| on S = {z > tau},
   from tau = -1, until |S| repeats; the last step is the support's closed form, exact.
@@ -23,14 +23,14 @@ maximum m_i (so z - m <= 0 and tau in [-1, 0)):
 
 The tiles of a query block stay in memory across the passes when they are few
 (:data:`CACHE_TILES`), else each pass makes them again. The forward saves, per row, tau and one
-vector (two for a learned alpha): sparsemax's v_S = sum_{j in S} v_j and |S|; 1.5-entmax's sum_j r_j v_j and sum_j r_j with
-r = [z - tau]_+ = sqrt(w); alpha-entmax's sum_j u_j v_j, sum_j u_j and sum_j w_j with
-u = [z - tau]_+^(r - 1) (and, when alpha learns, sum_j w_j log w_j and sum_j (w_j log w_j) v_j). The backward (the
-``entmax`` package's, streamed) is then one pass: with g = dO V^T, sparsemax dL/dz = 1[S] (g -
-dO . v_S / |S|); 1.5-entmax dL/dz = 2 r (g - dO . (r V) / sum r); alpha-entmax dL/dz = r u (g - c)
-with c = dO . (u V) / sum u, and per row dL/dalpha = (dO . O - c) / (alpha - 1)^2 - (sum_j g_j
-w_j log w_j - c sum_j w_j log w_j) / (alpha - 1), the package's formula summed over the row.
-Rows that see no key get zero output and gradients.
+vector (two for a learned alpha): sparsemax's v_S = sum_{j in S} v_j and |S|; 1.5-entmax's sum_j
+r_j v_j and sum_j r_j with r = [z - tau]_+ = sqrt(w); alpha-entmax's sum_j u_j v_j, sum_j u_j and
+sum_j w_j with u = [z - tau]_+^(r - 1) (and, when alpha learns, sum_j w_j log w_j and sum_j (w_j
+log w_j) v_j). The backward (the ``entmax`` package's, streamed) is then one pass: with g = dO V^T,
+sparsemax dL/dz = 1[S] (g - dO . v_S / |S|); 1.5-entmax dL/dz = 2 r (g - dO . (r V) / sum r);
+alpha-entmax dL/dz = r u (g - c) with c = dO . (u V) / sum u, and per row dL/dalpha = (dO . O - c)
+/ (alpha - 1)^2 - (sum_j g_j w_j log w_j - c sum_j w_j log w_j) / (alpha - 1), the package's
+formula summed over the row. Rows that see no key get zero output and gradients.
 """
 from __future__ import annotations
 
