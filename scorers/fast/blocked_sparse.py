@@ -333,8 +333,10 @@ def _entmax_block(rows: _Rows, r, v, entropy, keep):
     tol = 4 * torch.finfo(tau.dtype).eps
     settle = SETTLE * tol ** 0.5
     step = candidates = None
+    retry = True                    # look for few candidates: at the start and after a long step
     for _ in range(MAX_NEWTON_ALPHA):
-        candidates = candidates or _Candidates.of(rows, tau, r)
+        if candidates is None and retry:
+            candidates = _Candidates.of(rows, tau, r)
         if step is not None and not bool((step > settle).any()):
             output = _Output(rows, candidates, tau, r, v, entropy, keep)
             step = _norm_step(output.su, output.sw, r, rows.empty)
@@ -343,7 +345,8 @@ def _entmax_block(rows: _Rows, r, v, entropy, keep):
         else:
             sums = _dense_sums(rows, tau, r) if candidates is None else candidates.sums(tau)
             step = _norm_step(*sums, r, rows.empty)
-            if candidates is not None and bool((step > NARROW).any()):
+            retry = bool((step > NARROW).any())
+            if candidates is not None and retry:
                 candidates = candidates.above(tau + step)
         tau = tau + step
     return tau, _Output(rows, candidates, tau, r, v, entropy, keep)

@@ -13,13 +13,15 @@ import torch
 
 from .planning import is_plain_causal
 
-# Entries of one (B, H, rows, keys) tile: 4 MiB in fp32. The query block's keys are cut into
-# blocks so that a tile stays below it. The best size depends on the host's caches: on an Intel
-# Xeon with 2 MiB of L2 per core (2 threads, median of 5, ratio to SDPA at (1, 8, 2048, 64)),
-# 4 / 2 / 1 MiB tiles ran ssa 1.16 / 1.09 / 1.05, sparsemax 1.29 / 1.19 / 1.68 (its tiles no
-# longer cached across the threshold's passes), entmax15 1.55-1.66 / 1.46 / 2.13 and sigmoid
-# 0.80 / 0.77 / 0.73.
-TILE_ELEMENTS = 1 << 20
+# Entries of one (B, H, rows, keys) tile: 2 MiB in fp32, an Intel Xeon core's L2. The query
+# block's keys are cut into blocks so that a tile stays below it. The best size depends on the
+# host's caches; 4 MiB was chosen on a 2-core AMD EPYC. On the Intel Xeon (2 threads, median of 5
+# to 7, ratio to SDPA at (1, 8, 2048, 64)), 4 / 2 / 1 MiB tiles ran ssa 1.16 / 1.09 / 1.05,
+# sparsemax 1.29 / 1.19 / 1.68 (its tiles no longer cached across the threshold's passes),
+# entmax15 1.55-1.66 / 1.46 / 2.13 and sigmoid 0.80 / 0.77 / 0.73; a later sitting, 4 / 2 MiB:
+# ssa 1.09 / 0.94, stablemax 1.03 / 0.93, sparsemax 1.32 / 1.29, entmax15 1.56 / 1.51,
+# temperature_softmax 0.76 / 0.76, and at (4, 8, 512, 64) within noise of each other.
+TILE_ELEMENTS = 1 << 19
 # Keys from which the weights are recomputed in the backward instead of kept, per device type.
 # Measured on the 2-core CPU (forward + backward, causal, fp32, one thread, best of 5, ratio to
 # SDPA): at (4, 8, 512, 64) recomputing cost ssa 1.28 against 0.99 kept and stablemax 1.21
