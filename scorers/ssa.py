@@ -72,7 +72,9 @@ class SSALogits(LogitTransform):
     pass. On an Intel Xeon (2 threads, a (1, 8, 128, 1024) tile) log2 took 0.15 ms against
     log1p's 0.36 and copysign 0.14 against sign then multiply's 0.30, and ssa at (1, 8, 2048, 64)
     went from 1.09-1.14x SDPA to 0.99-1.03x. A 2-core AMD EPYC measured the other way (one
-    thread: log1p 0.94 ms against log2 1.34, sign then multiply 0.21 against copysign 0.37)."""
+    thread: log1p 0.94 ms against log2 1.34, sign then multiply 0.21 against copysign 0.37).
+    Rounding 1 + |s'| first moves t by at most n 2^-24 / ln 2, about the float32 rounding of t
+    itself near 1."""
 
     def __init__(self, n: torch.Tensor):
         self.params = (n,)
@@ -82,9 +84,9 @@ class SSALogits(LogitTransform):
         u = torch.log2(a1) if keep else a1.log2_()
         u.copysign_(s)
         e = s if keep else u
-        if shift is None:
-            return torch.mul(u, float(n), out=e), ((a1, u) if keep else None)
-        return torch.add(-shift, u, alpha=float(n), out=e), ((a1, u) if keep else None)
+        e = (torch.mul(u, float(n), out=e) if shift is None
+             else torch.add(-shift, u, alpha=float(n), out=e))
+        return e, ((a1, u) if keep else None)
 
     def grad(self, kept, dt, n, needs=()):
         a1, u = kept
