@@ -83,9 +83,9 @@ class SSALogits(LogitTransform):
         a1 = s.abs().add_(1.0)
         u = torch.log2(a1) if keep else a1.log2_()
         u.copysign_(s)
-        e = s if keep else u
-        e = (torch.mul(u, float(n), out=e) if shift is None
-             else torch.add(-shift, u, alpha=float(n), out=e))
+        out = s if keep else u
+        e = (torch.mul(u, float(n), out=out) if shift is None
+             else torch.add(-shift, u, alpha=float(n), out=out))
         return e, ((a1, u) if keep else None)
 
     def grad(self, kept, dt, n, needs=()):

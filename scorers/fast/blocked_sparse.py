@@ -59,6 +59,9 @@ SETTLE = 0.25
 # After a Newton step larger than this, the candidates narrow to those above the new tau. On the
 # 2-core CPU (1 thread, learned alpha 1.45, forward + backward) it ran 8-12% faster at
 # (32, 4, 128, 16) to (1, 8, 2048, 64) than never narrowing, and as fast as after every step.
+# Where the candidates were too many, they are looked for again only after such a step: on an
+# Intel Xeon (2 threads, logits of small scale, where all entries are candidates) forward +
+# backward at (1, 8, 2048, 64) and 4 MiB tiles took 310 ms against 434 after every step.
 NARROW = 0.1
 
 
