@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 
@@ -14,3 +15,13 @@ def pytest_configure(config):
         cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                  else os.cpu_count() or 1)
         torch.set_num_threads(max(1, cores // int(workers)))
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: the tiny models' fast setting (and the cpu profile's), much faster on
+    a busy machine. A module takes it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

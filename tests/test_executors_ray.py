@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
 
 from suite.executors import ExecutorError
 from suite.executors.base import declared_gpus
@@ -70,12 +69,9 @@ def shared_cluster(ray_cluster):
 
 
 @pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def plugin_thread(one_thread):
     with plugin_tasks():
         yield
-    torch.set_num_threads(threads)
 
 
 def executor(**kwargs):
@@ -85,7 +81,7 @@ def executor(**kwargs):
 
 
 @pytest.mark.slow
-def test_ray_gives_the_records_of_the_local_executor(tmp_path, ray_cluster, one_thread):
+def test_ray_gives_the_records_of_the_local_executor(tmp_path, ray_cluster, plugin_thread):
     from suite.executors.local import LocalExecutor
     from suite.scheduler import run_cells
     from suite.store import ResultStore
@@ -107,7 +103,7 @@ def test_ray_gives_the_records_of_the_local_executor(tmp_path, ray_cluster, one_
 
 
 @pytest.mark.slow
-def test_lost_worker_is_retried_and_nan_is_not(tmp_path, shared_cluster, one_thread):
+def test_lost_worker_is_retried_and_nan_is_not(tmp_path, shared_cluster, plugin_thread):
     from suite.scheduler import run_cells
     from suite.store import ResultStore
 
@@ -126,7 +122,7 @@ def test_lost_worker_is_retried_and_nan_is_not(tmp_path, shared_cluster, one_thr
 
 
 @pytest.mark.slow
-def test_worker_lost_every_time_is_an_error_record(tmp_path, shared_cluster, one_thread):
+def test_worker_lost_every_time_is_an_error_record(tmp_path, shared_cluster, plugin_thread):
     from suite.scheduler import run_cells
     from suite.store import ResultStore
 

@@ -11,13 +11,7 @@ from tasks.models.icl import ICLModel, ICLModelConfig
 TINY = {"n_layer": 2, "n_head": 2, "n_embd": 16, "n_positions": 12}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is fastest, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_paper_size_matches_the_paper_parameter_count():

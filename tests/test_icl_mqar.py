@@ -13,13 +13,7 @@ from tasks.icl_mqar import IGNORE, power_law, sample_mqar
 from tasks.training import generator
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are tiny: one intra-op thread is the fast setting (and the cpu profile's)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_layout_keys_values_and_labels_only_at_the_queries():

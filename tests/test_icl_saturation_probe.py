@@ -13,13 +13,7 @@ EXAMPLE = [1.0, 0.5, -0.3, 0.2]
 SMALL = {"rows": 16, "n_keys": 6, "head_dim": 8}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is fastest, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(scorer, **overrides):

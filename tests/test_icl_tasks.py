@@ -44,13 +44,7 @@ TINY_LINEAR = dict(TINY, train_steps=30, curriculum_end=9, eval_points=(5, 9), e
                    eval_sigma=(1.0, 4.0), eval_functions=3)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is fastest, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _train(cfg, seed=0, sample=None, loss=bce_loss):

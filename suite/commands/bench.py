@@ -99,11 +99,6 @@ def _device(args) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _load_line(before, after) -> str:
-    fmt = lambda x: "/".join(f"{v:.2f}" for v in x) if x else "n/a"  # noqa: E731
-    return f"load average (1/5/15 min) before {fmt(before)}, after {fmt(after)}"
-
-
 def _fmt(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -158,9 +153,16 @@ def _run(task: str, overrides: dict, args, console) -> list[dict]:
     return records
 
 
-def _problems(console, records) -> None:
+def _footer(console, records, repeats: int) -> None:
+    """The machine's load over the measurement, then each scorer's failure or note."""
     from ..runner import failure_reason
 
+    loads = [r["extra"] for r in records if r["extra"]]
+    if loads:
+        fmt = lambda x: "/".join(f"{v:.2f}" for v in x) if x else "n/a"  # noqa: E731
+        console.print(f"load average (1/5/15 min) before "
+                      f"{fmt(loads[0].get('load_average_before'))}, after "
+                      f"{fmt(loads[-1].get('load_average_after'))}; {repeats} repeats, median")
     for r in records:
         if r["status"] != "ok":
             console.print(f"[red]{r['cell']['scorer']}: {r['status']}: {failure_reason(r)}[/]")
@@ -204,12 +206,7 @@ def run_scorers(args) -> int:
             path = p.get("fast") or (f"({p['attend']})" if p.get("attend") else path)
         table.add_row(*cells, path)
     console.print(table)
-    loads = [r["extra"] for r in records if r["extra"]]
-    if loads:
-        console.print(_load_line(loads[0].get("load_average_before"),
-                                 loads[-1].get("load_average_after"))
-                      + f"; {args.repeats} repeats, median")
-    _problems(console, records)
+    _footer(console, records, args.repeats)
     if args.lengths:
         _print_scaling(console, records, args)
     return 0
@@ -271,10 +268,5 @@ def run_train(args) -> int:
                                              f"step_ratio_{bb}" in m else "skip"
                                              for bb in backbones], ",".join(paths))
     console.print(table)
-    loads = [r["extra"] for r in records if r["extra"]]
-    if loads:
-        console.print(_load_line(loads[0].get("load_average_before"),
-                                 loads[-1].get("load_average_after"))
-                      + f"; {args.repeats} repeats, median")
-    _problems(console, records)
+    _footer(console, records, args.repeats)
     return 0
