@@ -171,10 +171,13 @@ def skip_reasons(board) -> dict[tuple[str, str, str], str]:
 
 
 def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
-    """(profile, scorer) -> the tasks it has no value on because every cell was skipped."""
+    """(profile, scorer) -> the overall's tasks it has no value on because every cell was
+    skipped (a probe or a task left out of the overall is not among them)."""
+    in_overall = {(t["profile"], t["task"]) for t in _records(board.overall_tasks)}
     out: dict[tuple[str, str], set[str]] = {}
     for r in _records(board.rows):
-        if r["n_cells"] and r["n_skipped"] == r["n_cells"]:
+        if (r["n_cells"] and r["n_skipped"] == r["n_cells"]
+                and (r["profile"], r["task"]) in in_overall):
             out.setdefault((r["profile"], r["scorer"]), set()).add(r["task"])
     return {key: sorted(tasks) for key, tasks in out.items()}
 

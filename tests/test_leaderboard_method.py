@@ -145,6 +145,13 @@ def test_not_applicable_is_not_a_failure(tmp_path):
         # the task cannot run this scorer
         write_record(tmp_path, make_record("icl_linear", "flash_only", seed, status="skipped",
                                            message="needs a GPU", specs=specs))
+        # a probe is outside the overall, so the overall does not name it among its tasks
+        for scorer in ("softmax", "ssa"):
+            write_record(tmp_path, make_record("saturation_probe", scorer, seed,
+                                               {"other_mass": 0.5}, track="probe", specs=PROBE))
+        write_record(tmp_path, make_record("saturation_probe", "flash_only", seed,
+                                           status="skipped", message="needs a GPU",
+                                           track="probe", specs=PROBE))
     write_record(tmp_path, make_record("icl_linear", "relu", 0, {"error": 0.4, "deviant": None},
                                        specs=specs))
     write_record(tmp_path, make_record("icl_linear", "relu", 1, status="diverged", step=5,
@@ -159,7 +166,7 @@ def test_not_applicable_is_not_a_failure(tmp_path):
     counted = {("relu", 0), ("relu", 1)}
     assert bad == counted
     assert failed_cells_sentence(board).startswith("2 failed cell(s)")
-    assert "3 skipped cell(s)" in failed_cells_sentence(board)
+    assert "6 skipped cell(s)" in failed_cells_sentence(board)
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
     assert overall["flash_only"]["n_tasks"] == 0 and overall["flash_only"]["tasks_skipped"] == 1
     # A task that cannot run a scorer reads n/a with the reason, and the overall names the task.
