@@ -26,8 +26,8 @@ Rules (the release README repeats them):
   :func:`leaderboard.stats.rank_intervals`, on pairwise paired t tests. A scorer with fewer than
   two seeds cannot be tested: it gets no tier and no rank interval. Probe and cost tracks are
   descriptive: no verdict, tier or rank, and never in the overall.
-- A metric a cell does not report (or a ``skipped`` cell) is n/a (``n_na``), not a failure; a
-  metric reported as null is a failure (``n_null``).
+- A metric a cell does not report (or a ``skipped`` cell) is n/a (``n_na``, with ``na_reason``),
+  not a failure; a metric reported as null is a failure (``n_null``).
 - Overall (per profile, ICL / decoder / encoder tracks, headline metrics with a floor and a
   ceiling, over the tasks that every scorer of the profile has records of): each record's value
   is normalized on fixed anchors, clip((x - floor) / (ceiling - floor), 0, 1) (log scale where

@@ -29,7 +29,7 @@ ROW_COLUMNS = {
     "ci_method": "str", "n_items": "int", "seeds": "json", "values": "json",
     "ci_items_low": "float", "ci_items_high": "float",
     "n_cells": "int", "n_ok": "int", "n_failed": "int", "failures": "json", "n_skipped": "int",
-    "n_na": "int", "n_null": "int", "survivors_only": "bool",
+    "n_na": "int", "na_reason": "str", "n_null": "int", "survivors_only": "bool",
     "floor": "float", "ceiling": "float", "log_scale": "bool", "min_effect": "float",
     "delta_vs_baseline": "float", "p_vs_baseline": "float", "p_vs_baseline_holm": "float",
     "p_vs_baseline_bh": "float", "p_signflip": "float", "n_paired": "int", "sd_paired": "float",
@@ -46,6 +46,7 @@ OVERALL_COLUMNS = {
     "n_cells": "int", "n_failed": "int", "failures": "json",
     "date": "str", "git_sha": "json", "hardware": "json",
     "score_rank": "int", "rank_without": "json", "outside_anchors": "json",
+    "metrics_na": "json",
 }
 FAILED_CELL_COLUMNS = {
     "profile": "str", "track": "str", "task": "str", "scorer": "str", "seed": "int",

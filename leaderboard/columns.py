@@ -82,7 +82,8 @@ FIELDS = {
               f"({METHODS['family_correction']}-corrected); 1 = best, lower is better.", "rank",
               "rank_low", "rank_high", methods=("paired_test",)),
         Field("n_tasks", "tasks", "Quality tasks in the score; a task whose cells all failed "
-              "counts 0, n/a tasks do not count.", "int"),
+              "counts 0, n/a tasks do not count; a headline metric the scorer cannot report "
+              "(n/a, named) is left out of its task score.", "int"),
         Field("tier1_tasks", "tier-1 tasks", "Tasks (by headline metric) where the scorer is in "
               "tier 1; higher is better.", "int"),
         Field("n_failed", "failed cells", "Failed cells of all cells run (by failure kind); 0 "

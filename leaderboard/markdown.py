@@ -77,7 +77,9 @@ METHOD = """\
 - **Failures** (diverged / nan / oom / timeout / error, and `null` for a metric the cell reported
   as missing) are counted per row; a mean marked † is over the surviving seeds only. A metric
   that cannot apply (the cell was `skipped`, or the task does not compute it for that scorer) is
-  **n/a**, not a failure; the failed-cells section counts the same cells.
+  **n/a** with the reason, not a failure; the failed-cells section counts the same cells. A
+  headline metric of the overall that a scorer cannot report is left out of its task score and
+  named in its row.
 - **Overall**: per profile, over the ICL, decoder and encoder tasks that every scorer has records
   of (a task run by some scorers only is named under the table). Each headline metric is put on
   fixed anchors: z = (x - floor) / (ceiling - floor), on log x for perplexity,
@@ -95,7 +97,8 @@ METHOD = """\
   with Welch-Satterthwaite degrees of freedom over the tasks' seed variances; tiers and ranks as
   above, on paired per-task differences. **Win rate** is HELM's mean win rate: per headline
   metric of the overall, the share of other scorers this one beats on the mean (ties count
-  half), averaged over those metrics; unlike the score it depends on who else is in the release.
+  half; a metric n/a for a scorer is left out for it and it is no opponent there), averaged over
+  those metrics; unlike the score it depends on who else is in the release.
   **What it rests on**: beside each scorer, its rank by the point score with each task left out
   (*rank without each task*), and under the table each task's share of the spread of the overall
   across scorers (Cov(task score / K, overall) / Var(overall) over K tasks; the shares sum to 1).
@@ -164,12 +167,6 @@ def interval(lo: Any, hi: Any, integer: bool = False) -> str:
     return f"[{num(lo)}, {num(hi)}]"
 
 
-def skip_reasons(board) -> dict[tuple[str, str, str], str]:
-    """(profile, task, scorer) -> why its cells were skipped (the task cannot run the scorer)."""
-    return {(r["profile"], r["task"], r["scorer"]): r["message"]
-            for r in _records(board.failed_cells) if r["status"] == "skipped"}
-
-
 def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
     """(profile, scorer) -> the overall's tasks it has no value on because every cell was
     skipped (a probe or a task left out of the overall is not among them)."""
@@ -182,12 +179,11 @@ def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
     return {key: sorted(tasks) for key, tasks in out.items()}
 
 
-def mean_text(row: dict, reasons: dict | None = None) -> str:
+def mean_text(row: dict) -> str:
     if not row["n"]:
         if row["n_failed"] + row["n_null"]:
             return "all failed"
-        reason = (reasons or {}).get((row["profile"], row["task"], row["scorer"]))
-        return f"n/a: {reason}" if reason else "n/a"
+        return f"n/a: {row['na_reason']}" if row.get("na_reason") else "n/a"
     text = num(row["mean"])
     if not _isnan(row["ci_low"]):
         text += " " + interval(row["ci_low"], row["ci_high"])
@@ -207,13 +203,18 @@ def score_text(row: dict) -> str:
 
 
 def tasks_text(row: dict, skipped: dict | None = None) -> str:
-    """The tasks an overall row is over; a task the scorer cannot run is named, outside it."""
+    """The tasks an overall row is over; a task the scorer cannot run is named, outside it, and
+    so is a headline metric it cannot report, which its task score leaves out."""
     text = str(row["n_tasks"])
     if row["tasks_failed"]:
         text += f" ({row['tasks_failed']} all failed)"
     if row["tasks_skipped"]:
         names = (skipped or {}).get((row["profile"], row["scorer"]))
         text += f" (+{row['tasks_skipped']} n/a" + (f": {', '.join(names)})" if names else ")")
+    na = [f"{task}/{metric}" for task, metrics in sorted((row.get("metrics_na") or {}).items())
+          for metric in metrics]
+    if na:
+        text += f" (n/a: {', '.join(na)})"
     return text
 
 
@@ -291,7 +292,6 @@ def track_table(board, track: str) -> str:
     if not rows:
         return "No records for this track in this release."
     baseline = board.meta.get("baseline", "softmax")
-    reasons = skip_reasons(board)
     multi = len({r["profile"] for r in rows}) > 1
     headers = (["profile"] if multi else []) + ["task", "metric"] + labels(
         "rows", ("scorer", "mean", "normalized", "ci_items_low", "n", "delta_vs_baseline",
@@ -302,7 +302,7 @@ def track_table(board, track: str) -> str:
         arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
             cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}",
-            cell_text(marks.scorer_text(r)), cell_text(mean_text(r, reasons)),
+            cell_text(marks.scorer_text(r)), cell_text(mean_text(r)),
             marks.normalized_text(r),
             interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
             delta_text(r, baseline),

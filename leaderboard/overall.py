@@ -4,7 +4,8 @@ Over the ICL / decoder / encoder tracks, headline metrics with a floor and a cei
 tasks that every scorer of the profile has records of: each record's value is normalized on
 fixed anchors (:mod:`leaderboard.anchors`); a seed's task score is the mean over its normalized
 headline metrics, a scorer's task score the mean over seeds, its score the mean over the tasks it
-ran (a task where every cell failed counts 0; a skipped task does not count). CI: t with
+ran (a task where every cell failed counts 0; a skipped task does not count, nor does a headline
+metric the scorer cannot report, n/a, which its row names). CI: t with
 Welch-Satterthwaite degrees of freedom; tiers and ranks from paired per-task differences;
 ``win_rate`` is HELM's mean win rate over the overall's headline metrics.
 """
@@ -170,6 +171,7 @@ class _ProfileOverall:
                  alpha: float):
         self.profile, self.rows, self.alpha = profile, rows, alpha
         self.scorers = sorted({r["scorer"] for r in rows})
+        self.row_of = {(r["task"], r["metric"], r["scorer"]): r for r in rows}
         self.scenarios: list[tuple[str, str]] = []
         self.per_task: dict[str, dict[str, TaskScore]] = {}
         for task in sorted({r["task"] for r in rows}):
@@ -249,6 +251,17 @@ class _ProfileOverall:
                      score_rank=score_rank.get(s), rank_without=without.get(s, {}))
                 for s in self.scorers]
 
+    def metrics_na(self, s: str) -> dict[str, list[str]]:
+        """Task -> the headline metrics of the overall that ``s`` has no value of because every
+        cell left them n/a, for the tasks it has a score of (the score is over the others)."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for task, metric in self.scenarios:
+            r = self.row_of.get((task, metric, s))
+            if (task in self.tasks_of[s] and r is not None and r["n"] == 0
+                    and r["n_failed"] + r["n_null"] == 0):
+                out[task].append(metric)
+        return dict(out)
+
     def _scorer_row(self, s: str, records: list[Record]) -> dict:
         tasks = self.tasks_of[s]
         ci = self.summary[s][1:3] if s in self.summary else (math.nan, math.nan)
@@ -260,6 +273,7 @@ class _ProfileOverall:
             win_rate=win_rate(self.rows, self.scenarios, s), n_tasks=len(tasks),
             tasks_failed=sum(1 for t in tasks.values() if not t.seeds),
             tasks_skipped=sum(1 for t in self.per_task if s not in self.per_task[t]),
+            metrics_na=self.metrics_na(s),
             tier1_tasks=len(tier1), n_cells=len(records),
             n_failed=sum(failure_counts(records).values()), failures=failure_counts(records),
             date=prov["date"], git_sha=prov["git_sha"], hardware=prov["hardware"],

@@ -63,6 +63,7 @@ class Record:
     tuning: dict | None = None        # the record's ``tuning`` object (suite/tuning.py)
     validation: dict | None = None    # extra["validation"]: the validation metric and its curve
     scorer_parameters: dict = field(default_factory=dict)  # extra["scorer_parameters"]
+    not_applicable: dict[str, str] = field(default_factory=dict)  # metric -> why it is n/a
 
     @property
     def records_version(self) -> int:
@@ -137,8 +138,15 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
         raise RecordError(f"cell.track {cell['track']!r} is not one of {', '.join(TRACKS)}")
     problems: list[Problem] = []
     metrics = {str(k): _number(v) for k, v in data["metrics"].items()}
+    anchors = _anchors(data["extra"].get("anchors"), metrics, path, problems)
+    not_applicable = _not_applicable(data["extra"], metrics, path, problems)
+    for name in not_applicable:
+        metrics.pop(name, None)
+        anchors.pop(name, None)
     items = {}
     for name, outcomes in raw_items.items():
+        if name in not_applicable:
+            continue
         values = _items_array(name, outcomes, metrics)
         reason = _item_problem(name, values, metrics)
         if reason:
@@ -155,7 +163,7 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
                     metric_specs={k: metric_spec(v) for k, v in data["metric_specs"].items()},
                     grids={k: _grid(g) for k, g in data["grids"].items()},
                     items=items, provenance=data["provenance"],
-                    anchors=_anchors(data["extra"].get("anchors"), metrics, path, problems),
+                    anchors=anchors, not_applicable=not_applicable,
                     role=str(cell.get("role", "report")), tuning=data.get("tuning"),
                     validation=_dict_or_none(data["extra"].get("validation")),
                     scorer_parameters=_dict_or_none(data["extra"].get("scorer_parameters")) or {})
@@ -176,6 +184,40 @@ def metric_spec(spec: dict) -> dict:
             "ceiling": None if spec.get("ceiling") is None else float(spec["ceiling"]),
             "log_scale": bool(spec.get("log_scale", False)),
             "min_effect": DEFAULT_MIN_EFFECT if min_effect is None else float(min_effect)}
+
+
+def _not_applicable(extra: dict, metrics: dict[str, float], path: str,
+                    problems: list[Problem]) -> dict[str, str]:
+    """``extra["not_applicable"]`` as {metric: reason}, for metrics the record leaves out or
+    reports as null (either is then n/a, not a failure). An entry that is not a metric name mapped
+    to a reason, or that names a metric with a value, is reported and left out.
+
+    decoder_lm records of task version 1 written before the task used it kept the reason for a
+    context multiple the scorer cannot read in ``extra["context_perplexity"]["failed"]``
+    ({"2x": reason}) beside a null ``heldout_perplexity_2x``; those read the same way."""
+    raw = extra.get("not_applicable")
+    context = extra.get("context_perplexity")
+    failed = context.get("failed") if isinstance(context, dict) else None
+    if raw is None and isinstance(failed, dict):
+        raw = {f"heldout_{kind}_{multiple}": reason for multiple, reason in failed.items()
+               for kind in ("perplexity", "bits_per_byte")}
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(Problem(path, "extra.not_applicable must map a metric to why it is n/a; "
+                                      "left out", skipped=False))
+        return {}
+    out: dict[str, str] = {}
+    for name, reason in raw.items():
+        if not isinstance(reason, str) or not reason:
+            problems.append(Problem(path, f"extra.not_applicable {name!r} must give the reason "
+                                          "as text; left out", skipped=False))
+        elif name in metrics and not math.isnan(metrics[name]):
+            problems.append(Problem(path, f"extra.not_applicable names {name!r}, which the "
+                                          "record reports; its value is used", skipped=False))
+        else:
+            out[name] = reason
+    return out
 
 
 def _anchors(raw: Any, metrics: dict[str, float], path: str,

@@ -161,6 +161,9 @@ def _row(t: _Task, metric: str, spec: dict, label: str, st: dict, z_by_seed: dic
     if nulls:
         failures["null"] = nulls
     n_failed = sum(failures.values()) - nulls
+    na_reasons = {r.message for r in scorer_recs if r.status == "skipped"} | {
+        r.not_applicable[metric] for r in scorer_recs
+        if r.status == "ok" and metric in r.not_applicable}
     z = [x for x in z_by_seed.values() if math.isfinite(x)]
     row = dict(
         profile=t.profile, track=t.track, task=t.task, task_version=first.task_version,
@@ -169,7 +172,8 @@ def _row(t: _Task, metric: str, spec: dict, label: str, st: dict, z_by_seed: dic
         scorer_kwargs=first.scorer_kwargs, n_cells=len(scorer_recs),
         n_ok=sum(1 for r in scorer_recs if r.status == "ok"), n_failed=n_failed,
         failures=failures, n_skipped=sum(1 for r in scorer_recs if r.status == "skipped"),
-        n_na=not_applicable, n_null=nulls,
+        n_na=not_applicable, na_reason="; ".join(sorted(filter(None, na_reasons))),
+        n_null=nulls,
         survivors_only=bool(st["n"] > 0 and (n_failed + nulls) > 0),
         floor=spec["floor"], ceiling=spec["ceiling"], log_scale=spec["log_scale"],
         normalized=float(np.mean(z)) if z else math.nan,

@@ -142,6 +142,23 @@ def fingerprint(cfg: DecoderLMConfig, scorer: str, scorer_kwargs: dict, seed: in
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
+def context_metrics(results: dict, unigram: float, metrics: dict, items: dict,
+                    extra: dict) -> None:
+    """Write the length-generalization metrics of ``results`` (multiple -> result, or the reason
+    the scorer cannot read that length): ``heldout_perplexity_<m>x`` (anchored at ``unigram``)
+    and ``heldout_bits_per_byte_<m>x``; a multiple the scorer cannot read leaves both out, with
+    the reason in ``extra["not_applicable"]`` (n/a on the board, not a failure)."""
+    for m, res in results.items():
+        names = (f"heldout_perplexity_{m}x", f"heldout_bits_per_byte_{m}x")
+        if isinstance(res, str):
+            extra.setdefault("not_applicable", {}).update(dict.fromkeys(names, res))
+            continue
+        metrics[names[0]] = res.metrics["perplexity"]
+        metrics[names[1]] = res.metrics["bits_per_byte"]
+        items[names[1]] = res.items["bits_per_byte"]
+        extra.setdefault("anchors", {})[names[0]] = {"floor": unigram, "ceiling": 1.0}
+
+
 def leading_documents(docs: TokenizedDocuments, max_docs: int, max_tokens: int,
                       tokenizer: TextTokenizer) -> TokenizedDocuments:
     """An evaluation cap: the first ``max_docs`` documents, then the longest run of leading
@@ -360,19 +377,8 @@ class DecoderLM(Task):
                                        cfg.context_multiples, batch_tokens=cfg.eval_batch_tokens,
                                        device=llm.device, add_bos=cfg.add_bos,
                                        autocast_dtype=llm.autocast_dtype)
-        info: dict = {"unigram_perplexity": unigram, "tokens": int(sum(map(len, docs.tokens))),
-                      "failed": {}}
-        for m, res in results.items():
-            if isinstance(res, str):
-                metrics[f"heldout_perplexity_{m}x"] = math.nan
-                info["failed"][f"{m}x"] = res
-                continue
-            metrics[f"heldout_perplexity_{m}x"] = res.metrics["perplexity"]
-            metrics[f"heldout_bits_per_byte_{m}x"] = res.metrics["bits_per_byte"]
-            items[f"heldout_bits_per_byte_{m}x"] = res.items["bits_per_byte"]
-        extra.setdefault("anchors", {}).update(
-            {f"heldout_perplexity_{m}x": {"floor": unigram, "ceiling": 1.0} for m in results})
-        return info
+        context_metrics(results, unigram, metrics, items, extra)
+        return {"unigram_perplexity": unigram, "tokens": int(sum(map(len, docs.tokens)))}
 
     @staticmethod
     def _benchmarks(llm, cfg, metrics, items, extra) -> dict:

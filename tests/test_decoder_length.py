@@ -9,12 +9,16 @@ import numpy as np
 import pytest
 import torch
 
+from leaderboard.records import parse_record
+from suite.records import validate_record
 from tasks import TaskError, create_task
+from tasks.decoder_lm import context_metrics
 from tasks.lmeval.perplexity import context_perplexities, unigram_perplexity
 from tasks.lmeval.scoring import rolling_requests
 from tasks.models.decoder import Decoder, DecoderConfig
 
 from decoder_support import BigramModel, GreedyTokenizer, bigram_table
+from leaderboard_fakes import make_record
 from test_decoder_lmeval import ALPHABET, toy_documents
 
 
@@ -86,13 +90,25 @@ def test_extend_context_keeps_the_trained_positions_and_reads_longer_inputs():
     torch.testing.assert_close(model.rotary.cos[31], expected)  # same frequencies, no scaling
 
 
-def test_a_scorer_defined_only_up_to_max_len_reports_why_instead_of_a_perplexity():
+def test_a_scorer_defined_only_up_to_max_len_is_not_applicable_past_it_with_the_reason():
     tok = GreedyTokenizer(ALPHABET)
     model = tiny_decoder("cosformer", vocab=tok.vocab_size)
     docs = toy_documents(tok, ["the quick brown fox jumps over the lazy dog"])
     out = context_perplexities(model, tok, docs, 8, (1, 2))
     assert math.isfinite(out[1].metrics["perplexity"])
     assert isinstance(out[2], str) and "max_len" in out[2]
+    metrics, items, extra = {}, {}, {}
+    context_metrics(out, 50.0, metrics, items, extra)
+    assert set(metrics) == {"heldout_perplexity_1x", "heldout_bits_per_byte_1x"}
+    assert extra["not_applicable"] == {"heldout_perplexity_2x": out[2],
+                                       "heldout_bits_per_byte_2x": out[2]}
+    assert extra["anchors"] == {"heldout_perplexity_1x": {"floor": 50.0, "ceiling": 1.0}}
+    task = create_task("decoder_lm")
+    record = make_record("decoder_lm", "cosformer", 0, metrics, track="decoder",
+                         specs=task.metric_specs(task.config({})), items=items)
+    record["extra"] = extra
+    parsed, problems = parse_record(validate_record(record), "cosformer.json")
+    assert not problems and parsed.not_applicable == extra["not_applicable"]
 
 
 def test_unigram_perplexity_matches_a_hand_count():

@@ -10,6 +10,8 @@ import pytest
 
 from leaderboard.aggregate import build_board
 from leaderboard.anchors import normalized
+from leaderboard.columns import FIELDS
+from leaderboard.html.tables import field_column
 from leaderboard.markdown import failed_cells_sentence, overall_table, release_readme, track_table
 from leaderboard_fakes import make_record, write_record
 
@@ -243,3 +245,54 @@ def test_the_markdown_legend_and_the_page_read_one_definition(tmp_path):
         assert FIELDS["rows"][key].title in readme
     assert context.FIELDS is overall.FIELDS is tracks.FIELDS is FIELDS
     assert "95% bootstrap interval" not in readme and "0 = worst" not in readme
+
+
+CONTEXT_SPECS = {f"heldout_perplexity_{m}x": {"direction": "lower", "headline": True,
+                                              "floor": 1000.0, "ceiling": 1.0, "log_scale": True}
+                 for m in (1, 4)}
+TOO_LONG = "sequence length 512 exceeds L_max = max_len = 128"
+
+
+def test_a_metric_a_scorer_cannot_report_is_na_with_its_reason_in_the_tables_and_overall(
+        tmp_path):
+    """cosformer past its maximum length: the metric is n/a with the reason (the task's
+    extra.not_applicable, or the null metric beside extra.context_perplexity.failed of earlier
+    decoder records), never a failure; the win rate skips that scenario and the overall row
+    names the metric its task score leaves out."""
+    one_x = {"softmax": 10.0, "ssa": 20.0, "cosformer": 15.0, "legacy": 30.0}
+    for seed in range(3):
+        for scorer, ppl in one_x.items():
+            metrics = {"heldout_perplexity_1x": ppl + seed / 10}
+            if scorer in ("softmax", "ssa"):
+                metrics["heldout_perplexity_4x"] = 1.2 * ppl + seed / 10
+            elif scorer == "legacy":
+                metrics["heldout_perplexity_4x"] = None
+            rec = make_record("decoder_lm", scorer, seed, metrics, specs=CONTEXT_SPECS,
+                              track="decoder")
+            if scorer == "cosformer":
+                rec["extra"]["not_applicable"] = {"heldout_perplexity_4x": TOO_LONG}
+            elif scorer == "legacy":
+                rec["extra"]["context_perplexity"] = {"failed": {"4x": TOO_LONG}}
+                rec["extra"]["anchors"] = {"heldout_perplexity_4x": {"floor": 1000.0}}
+            write_record(tmp_path, rec)
+    board = build_board(tmp_path)
+    assert board.problems.empty and board.failed_cells.empty
+    four_x = rows(board, metric="heldout_perplexity_4x")
+    for scorer in ("cosformer", "legacy"):
+        r = four_x[scorer]
+        assert (r["n"], r["n_na"], r["n_null"], r["n_failed"]) == (0, 3, 0, 0)
+        assert r["na_reason"] == TOO_LONG
+        assert re.search(rf"\| {scorer} +\| n/a: {TOO_LONG} +\|", track_table(board, "decoder"))
+        page_cell = field_column(FIELDS["rows"]["mean"], [r]).cell(r)
+        assert f'<span title="{TOO_LONG}">n/a</span>' in page_cell
+    overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
+    # on 1x, cosformer (15) beats ssa (20) and legacy (30) and loses to softmax (10); its 4x is
+    # n/a, not a loss to every scorer with a value
+    assert overall["cosformer"]["win_rate"] == pytest.approx(2 / 3)
+    assert overall["legacy"]["win_rate"] == pytest.approx(0.0)
+    assert overall["softmax"]["win_rate"] == pytest.approx(1.0)
+    expected = np.mean([normalized(15.0 + s / 10, 1000.0, 1.0, True) for s in range(3)])
+    assert overall["cosformer"]["score"] == pytest.approx(expected)
+    assert overall["cosformer"]["metrics_na"] == {"decoder_lm": ["heldout_perplexity_4x"]}
+    assert overall["softmax"]["metrics_na"] == {}
+    assert "1 (n/a: decoder_lm/heldout_perplexity_4x)" in overall_table(board)

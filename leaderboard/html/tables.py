@@ -139,8 +139,9 @@ def field_column(field: Field, rows: list[dict], label: str | None = None,
         x = d.get(field.key)
         if field.fmt == "ci":
             if "n" in d and d.get("n") == 0:
-                return "all failed" if (d.get("n_failed") or 0) + (d.get("n_null") or 0) \
-                    else "skipped"
+                if (d.get("n_failed") or 0) + (d.get("n_null") or 0):
+                    return "all failed"
+                return tag("span", "n/a", title=d["na_reason"]) if d.get("na_reason") else "n/a"
             if missing(x):
                 return "n/a"
             out = [tag("span", fmt(x), class_="v")]
