@@ -74,6 +74,24 @@ def test_null_items_keep_the_record_without_items(tmp_path):
     assert "null is not allowed in items" in loaded.problems[0].reason
 
 
+def test_a_not_applicable_entry_that_contradicts_the_record_is_reported_and_left_out(tmp_path):
+    specs = {"error": {"direction": "lower", "headline": True},
+             "deviant": {"direction": "lower", "headline": False},
+             "other": {"direction": "lower", "headline": False}}
+    rec = make_record("icl_linear", "softmax", 0, {"error": 0.5, "deviant": None}, specs=specs)
+    rec["extra"]["not_applicable"] = {"error": "cannot", "deviant": "no rows after the deviant",
+                                      "other": 3}
+    write_record(tmp_path, rec)
+    loaded = load_records(tmp_path)
+    (record,) = loaded.records
+    assert record.metrics == {"error": 0.5}   # a null metric with a reason is n/a
+    assert record.not_applicable == {"deviant": "no rows after the deviant"}
+    reasons = " | ".join(p.reason for p in loaded.problems)
+    assert len(loaded.problems) == 2 and not any(p.skipped for p in loaded.problems)
+    assert "names 'error', which the record reports; its value is used" in reasons
+    assert "'other' must give the reason as text" in reasons
+
+
 def test_superseded_versions_are_listed_not_mixed(tmp_path):
     for seed in range(3):
         write_record(tmp_path, make_record("icl_linear", "ssa", seed, {"error": 0.9},
