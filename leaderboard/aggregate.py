@@ -17,26 +17,23 @@ Rules (the release README repeats them):
   evaluated on the same items.
 - vs softmax: paired t test on the per-seed differences of the seeds both have, two-sided;
   Holm-corrected per (profile, scorer) across the tasks and headline metrics (secondary metrics
-  form their own family) and Benjamini-Hochberg-corrected across the scorers of one metric.
-  better / worse need both corrected p <= alpha and |delta| >= the metric's ``min_effect``
-  (relative to softmax's mean); below it a row is a ``tie``. ``p_signflip`` is the exact
-  sign-flip test over the seed differences. ``detectable_vs_baseline`` is the smallest
-  difference the paired t test detects with 80% power at alpha.
+  form their own family) and Benjamini-Hochberg-corrected across the scorers of one metric. The
+  words, with the metric's practical minimum effect (:mod:`leaderboard.resolution`): better /
+  worse (significant, |delta| at least the minimum effect), within resolution (significant,
+  smaller), tie (not significant, the delta's interval inside ± the minimum effect), n.s.
+  ``p_signflip`` is the exact sign-flip test over the seed differences, n/a where its smallest
+  value 2^(1-n) exceeds alpha. ``detectable_vs_baseline`` is the smallest difference the paired
+  t test detects with 80% power at alpha.
 - Tiers and rank intervals: see :func:`leaderboard.stats.assign_tiers` and
   :func:`leaderboard.stats.rank_intervals`, on pairwise paired t tests. A scorer with fewer than
   two seeds cannot be tested: it gets no tier and no rank interval. Probe and cost tracks are
   descriptive: no verdict, tier or rank, and never in the overall.
 - A metric a cell does not report (or a ``skipped`` cell) is n/a (``n_na``, with ``na_reason``),
   not a failure; a metric reported as null is a failure (``n_null``).
-- Overall (per profile, ICL / decoder / encoder tracks, headline metrics with a floor and a
-  ceiling, over the tasks that every scorer of the profile has records of): each record's value
-  is normalized on fixed anchors, clip((x - floor) / (ceiling - floor), 0, 1) (log scale where
-  declared), the record's own ``extra["anchors"]`` overriding the declared ones; a seed's task
-  score is the mean over its normalized headline metrics, a scorer's task score the mean over
-  seeds, its score the mean over the tasks it ran (a task where every cell failed counts 0; a
-  skipped task does not count). So a score depends on the scorer's own records only. CI: t with
-  Welch-Satterthwaite degrees of freedom; tiers and ranks from paired per-task differences;
-  ``win_rate`` is HELM's mean win rate over the overall's headline metrics.
+- Intervals of a bounded metric stay within its bounds (:func:`leaderboard.table_stats.bounds`).
+- Overall: see :mod:`leaderboard.overall`: the headline is the probability of improvement over
+  softmax averaged over tasks (:mod:`leaderboard.improvement`), with its stratified bootstrap
+  interval, tiers and ranks; the normalized score stands beside it.
 
 The work is split by job: :mod:`leaderboard.selection` (which records count),
 :mod:`leaderboard.rows` (the rows of each task), :mod:`leaderboard.table_stats` (the statistics of
@@ -51,13 +48,13 @@ from collections import defaultdict
 
 from suite.records import TRACKS
 
-from . import stats
+from . import improvement, stats
 from .board import (CLAIM_COLUMNS, DESCRIPTIVE_TRACKS, FAILED_CELL_COLUMNS, GRID_COLUMNS,
                     OVERALL_COLUMNS, OVERALL_TASK_COLUMNS, OVERALL_TRACKS, PROBLEM_COLUMNS,
                     ROW_COLUMNS, SUPERSEDED_COLUMNS, TASK_SCORE_COLUMNS, Board, to_frame)
 from .claims import judge as judge_claims
 from .claims import load_claims
-from .overall import OVERALL_MIN_EFFECT, overall, overall_norms
+from .overall import overall, overall_norms
 from .records import LoadedRecords, Problem, Record, provenance_lists
 from .rows import collect
 from .selection import deduplicate, setting_labels, split_superseded
@@ -89,7 +86,7 @@ def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE
     uninformative: list[str] = []
     seed_norms = overall_norms(rows, collected.z, collected.anchored, uninformative)
     overall_rows, task_scores, overall_tasks = overall(
-        rows, seed_norms, collected.anchored, collected.records_by_scorer, alpha)
+        rows, seed_norms, collected.anchored, collected.records_by_scorer, alpha, baseline)
     _sort_rows(rows)
     meta = {"release": release, "baseline": baseline, "alpha": alpha, "n_boot": n_boot,
             **_method_meta(), "unanchored": sorted(collected.unanchored),
@@ -123,7 +120,7 @@ def _sort_rows(rows: list[dict]) -> None:
 
 def _method_meta() -> dict:
     return {"exact_item_draws": stats.EXACT_ITEM_DRAWS, "power": stats.POWER,
-            "tie_tol": stats.TIE_TOL, "overall_min_effect": OVERALL_MIN_EFFECT,
+            "tie_tol": stats.TIE_TOL, "overall_n_boot": improvement.N_BOOT,
             "overall_tracks": list(OVERALL_TRACKS),
             "descriptive_tracks": list(DESCRIPTIVE_TRACKS)}
 

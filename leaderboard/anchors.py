@@ -3,6 +3,7 @@ metric declares a log scale. A record's own ``extra["anchors"]`` override the de
 neither gives a floor, the metric's informative rule may (chance level)."""
 from __future__ import annotations
 
+import fnmatch
 import math
 
 from .records import Record
@@ -38,3 +39,34 @@ def record_normalized(value: float, spec: dict, record: Record, metric: str,
     if anchor["floor"] is None:
         anchor["floor"] = default_floor
     return normalized(value, anchor["floor"], anchor["ceiling"], spec["log_scale"], clip=False)
+
+# (metric pattern, low, high): the values a metric can take, by what it counts (fnmatch on the
+# metric name, first match wins); a declared ceiling (a perfect score) bounds its side as well.
+RANGES: tuple[tuple[str, float | None, float | None], ...] = (
+    ("zorro*", 0.0, 100.0),
+    ("*accuracy*", 0.0, 1.0),
+    ("*_acc", 0.0, 1.0),
+    ("*_acc_norm", 0.0, 1.0),
+    ("*error*", 0.0, 1.0),
+    ("*weight*", 0.0, 1.0),
+    ("*perplexity*", 1.0, None),
+    ("*entropy*", 0.0, None),
+    ("*mse*", 0.0, None),
+    ("*bits_per_byte*", 0.0, None),
+    ("*loss*", 0.0, None),
+)
+
+
+def bounds(metric: str, direction: str, ceiling: float | None) -> tuple[float, float]:
+    """The interval [low, high] a value of ``metric`` can lie in (infinite where unbounded): its
+    range by name, narrowed on the better side by a declared ceiling."""
+    low, high = next(((lo, hi) for pattern, lo, hi in RANGES
+                      if fnmatch.fnmatchcase(metric, pattern)), (None, None))
+    low = -math.inf if low is None else low
+    high = math.inf if high is None else high
+    if ceiling is not None and math.isfinite(ceiling):
+        if direction == "higher":
+            high = min(high, ceiling)
+        else:
+            low = max(low, ceiling)
+    return low, high

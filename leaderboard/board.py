@@ -40,12 +40,13 @@ ROW_COLUMNS = {
     "degenerate": "str", "stand_in_for": "str", "not_learned": "str",
 }
 OVERALL_COLUMNS = {
-    "profile": "str", "scorer": "str", "score": "float", "ci_low": "float", "ci_high": "float",
-    "win_rate": "float", "n_tasks": "int", "tasks_failed": "int", "tasks_skipped": "int", "tier1_tasks": "int",
+    "profile": "str", "scorer": "str", "poi": "float", "poi_low": "float", "poi_high": "float",
+    "poi_tasks": "json", "score": "float", "ci_low": "float", "ci_high": "float",
+    "n_tasks": "int", "tasks_failed": "int", "tasks_skipped": "int", "tier1_tasks": "int",
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "n_cells": "int", "n_failed": "int", "failures": "json",
     "date": "str", "git_sha": "json", "hardware": "json",
-    "score_rank": "int", "rank_without": "json", "outside_anchors": "json",
+    "rank_without": "json", "outside_anchors": "json",
     "metrics_na": "json",
 }
 FAILED_CELL_COLUMNS = {
@@ -59,8 +60,9 @@ SUPERSEDED_COLUMNS = {
 }
 PROBLEM_COLUMNS = {"path": "str", "reason": "str", "skipped": "bool"}
 TASK_SCORE_COLUMNS = {"profile": "str", "task": "str", "scorer": "str", "score": "float",
-                      "score_unclipped": "float"}
-OVERALL_TASK_COLUMNS = {"profile": "str", "task": "str", "metrics": "json", "share": "float"}
+                      "score_unclipped": "float", "poi": "float"}
+OVERALL_TASK_COLUMNS = {"profile": "str", "task": "str", "metrics": "json", "share": "float",
+                        "score_share": "float"}
 GRID_COLUMNS = {
     "profile": "str", "task": "str", "grid": "str", "scorer": "str", "rows_name": "str",
     "cols_name": "str", "rows": "json", "cols": "json", "values": "json", "n": "int",

@@ -2,8 +2,10 @@
 memberships that differ, and the rank correlation between the two releases' overalls.
 
 Rows are matched by (profile, task, metric, scorer); only rows present in both releases are
-compared, and the scorers or rows present in one only are counted apart. The rank correlation is
-Spearman's rho (scipy) over the scorers with an overall score in both, per profile.
+compared, and the scorers or rows present in one only are counted apart; each moved verdict and
+tier names the rule of the method that moved it. The rank correlation is Spearman's rho (scipy)
+over the scorers with an overall headline in both, per profile (the probability of improvement,
+or the normalized score of a release from before it).
 """
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ def _tier(row: dict) -> str:
     return "-" if row.get("tier") is None else str(row["tier"])
 
 
-def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str) -> dict:
-    """The changes from the earlier release ``earlier`` (its results.json) to ``rows`` and
-    ``overall`` (this release's), as results.json's ``meta.changes`` holds them: per (profile,
-    task) the rows compared and the verdicts and tiers that moved as [metric, scorer, before,
-    now]; per profile the overalls' rank correlation. The baseline's own rows are left out."""
+def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
+            claims: list[dict] | None = None) -> dict:
+    """The changes from the earlier release ``earlier`` (its results.json) to ``rows``,
+    ``overall`` and ``claims`` (this release's), as results.json's ``meta.changes`` holds them:
+    per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
+    scorer, before, now, the rule that moved it]; per profile the overalls' rank correlation;
+    the overall tiers and the claim verdicts that moved. The baseline's own rows are left out."""
     before = {_key(r): r for r in earlier["rows"]}
     now = {_key(r): r for r in rows}
     per_task: dict[tuple[str, str], dict] = {}
@@ -43,19 +47,83 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str)
         a, b = before[key], now[key]
         if a["vs_baseline"] != b["vs_baseline"]:
             item["verdicts"].append([key[2], key[3], a["vs_baseline"] or "-",
-                                     b["vs_baseline"] or "-"])
+                                     b["vs_baseline"] or "-", verdict_rule(a, b)])
         if _tier(a) != _tier(b):
-            item["tiers"].append([key[2], key[3], _tier(a), _tier(b)])
+            item["tiers"].append([key[2], key[3], _tier(a), _tier(b), tier_rule(a, b)])
     return {"against": earlier["meta"]["release"], "tasks": [per_task[k] for k in sorted(per_task)],
-            "overall": _overall_changes(overall, earlier["overall"])}
+            "overall": _overall_changes(overall, earlier["overall"]),
+            "overall_tiers": _overall_tiers(overall, earlier["overall"]),
+            "claims": _claim_changes(claims or [], earlier.get("claims") or [])}
+
+
+def _changed(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return abs(a - b) > 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def verdict_rule(a: dict, b: dict) -> str:
+    """Which rule of the method moved a row's verdict from ``a`` (before) to ``b`` (now)."""
+    words = {a["vs_baseline"], b["vs_baseline"]}
+    if a.get("informative") != b.get("informative") or "uninformative" in words:
+        return "informative: every headline metric must clear its trivial predictor"
+    if "within resolution" in words:
+        return "practical size: significant, but below the metric's minimum effect"
+    if "tie" in words:
+        return "tie: only where the interval of Δ lies inside ± the minimum effect"
+    if _changed(a.get("min_effect"), b.get("min_effect")):
+        return "practical size: the metric's minimum effect changed"
+    return "the records or the test"
+
+
+def tier_rule(a: dict, b: dict) -> str:
+    """Which rule of the method moved a row's tier."""
+    if a.get("informative") != b.get("informative"):
+        return "informative: an uninformative metric has no tiers"
+    if _changed(a.get("min_effect"), b.get("min_effect")):
+        return "practical size: differences below the minimum effect do not separate tiers"
+    return "the records or the test"
+
+
+def _overall_tiers(now: list[dict], before: list[dict]) -> list[list]:
+    """[profile, scorer, tier before, tier now] for each scorer whose overall tier moved."""
+    old = {(r["profile"], r["scorer"]): r for r in before}
+    return [[r["profile"], r["scorer"], _tier(old[k]), _tier(r)]
+            for r in now if (k := (r["profile"], r["scorer"])) in old
+            and _tier(old[k]) != _tier(r)]
+
+
+def _claim_changes(now: list[dict], before: list[dict]) -> list[list]:
+    """[profile, claim id, scorer, verdict before, verdict now, why] for each claim entry whose
+    verdict moved or that is new."""
+    old = {(c["profile"], c["id"], c["scorer"]): c for c in before}
+    out = []
+    for c in now:
+        a = old.get((c["profile"], c["id"], c["scorer"]))
+        if a is not None and a["verdict"] == c["verdict"]:
+            continue
+        if a is None:
+            why = "new entry: every SSA claim reports both parametrizations"
+        elif a["metric"] != c["metric"]:
+            why = f"judged on {c['metric']} (was {a['metric']})"
+        elif c["verdict"] == "premise absent":
+            why = "premise: the baseline does not show what makes the claim testable"
+        elif "uninformative" in (a["verdict"], c["verdict"]):
+            why = "informative: every headline metric must clear its trivial predictor"
+        else:
+            why = "the records or the test"
+        out.append([c["profile"], c["id"], c["scorer"], "-" if a is None else a["verdict"],
+                    c["verdict"], why])
+    return out
 
 
 def _overall_changes(now: list[dict], before: list[dict]) -> list[dict]:
     scores: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: {"now": {}, "before": {}})
     for side, rows in (("now", now), ("before", before)):
         for r in rows:
-            if r.get("score") is not None:
-                scores[r["profile"]][side][r["scorer"]] = r["score"]
+            headline = r["poi"] if r.get("poi") is not None else r.get("score")
+            if headline is not None:
+                scores[r["profile"]][side][r["scorer"]] = headline
     out = []
     for profile in sorted(scores):
         a, b = scores[profile]["before"], scores[profile]["now"]
@@ -86,9 +154,23 @@ def markdown(ch: dict) -> str:
                      + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
                      + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
                      + ".")
+    if ch.get("overall_tiers"):
+        lines += ["", "Overall tiers that changed:", "", "| profile | scorer | before | now |",
+                  "|---|---|---|---|"]
+        lines += [f"| {p} | {s} | {a} | {b} |" for p, s, a, b in ch["overall_tiers"]]
+    if ch.get("claims"):
+        lines += ["", "Claim verdicts that changed:", "",
+                  "| profile | claim | scorer | before | now | why |", "|---|---|---|---|---|---|"]
+        lines += [f"| {p} | {i} | {s} | {a} | {b} | {w} |" for p, i, s, a, b, w in ch["claims"]]
     changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
     if changed:
-        lines += ["", "Verdicts that changed:", "", "| task | metric | scorer | before | now |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {task} | {m} | {s} | {a} | {b} |" for task, (m, s, a, b) in changed]
+        lines += ["", "Verdicts that changed:", "",
+                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
+        lines += [f"| {task} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | "
+                  f"{v[4] if len(v) > 4 else ''} |" for task, v in changed]
+    tiers = [(t["task"], v) for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
+    if tiers:
+        lines += ["", "Tiers that changed:", "",
+                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
+        lines += [f"| {task} | {m} | {s} | {a} | {b} | {w} |" for task, (m, s, a, b, w) in tiers]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,9 @@ another. Verdicts, in this order:
 
 - ``not run``: at this profile the scorer or the baseline has no row of the metric, or they
   share fewer than two seeds;
+- ``premise absent``: the claim declares what the baseline must show for it to be testable (its
+  ``premise``) and the baseline's records at this profile do not clearly show it; the reason
+  gives the premise and the measured value;
 - ``uninformative``: the metric cannot tell scorers apart at this profile, by its rule
   (:mod:`leaderboard.informative`, decided from the baseline's records alone);
 - ``degenerate``: every scorer's seeds give the same value, or both the scorer and the baseline
@@ -45,8 +48,50 @@ else:  # pragma: no cover
 CLAIMS_FILE = Path(__file__).with_name("claims.toml")
 FIELDS = ("id", "text", "source", "scorer", "baseline", "task", "metric", "direction", "paper")
 TEST = "paired t over seeds, Holm across the profile's claims (primary and beside apart)"
-VERDICTS = ("supported", "contradicted", "not supported", "uninformative", "degenerate",
-            "not run")
+VERDICTS = ("supported", "contradicted", "not supported", "premise absent", "uninformative",
+            "degenerate", "not run")
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What the baseline must show for a claim to be testable at a profile: its per-seed values of
+    ``metric`` against a threshold, ``at_least`` / ``at_most`` a value or ``above`` / ``below``
+    another metric of the task times ``factor``, clearly: the 95% t interval of the per-seed
+    margin lies on the threshold's right side."""
+
+    why: str
+    metric: str = ""
+    at_least: float | None = None
+    at_most: float | None = None
+    above: str = ""
+    below: str = ""
+    factor: float = 1.0
+
+    KINDS = ("at_least", "at_most", "above", "below")
+
+    def check(self, values: dict[int, float], reference: dict[int, float],
+              alpha: float) -> tuple[bool, str]:
+        """Whether it holds on the baseline's ``values`` (seed -> value of ``metric``) and
+        ``reference`` (seed -> value of ``above`` / ``below``), and the measured text."""
+        higher = self.at_least is not None or bool(self.above)
+        if self.above or self.below:
+            seeds = sorted(set(values) & set(reference))
+            threshold = np.array([self.factor * reference[k] for k in seeds])
+            needs = f"{self.factor:g} x {self.above or self.below}"
+        else:
+            seeds = sorted(values)
+            bound = self.at_least if self.at_least is not None else self.at_most
+            threshold = np.full(len(seeds), float(bound))
+            needs = f"{bound:g}"
+        if len(seeds) < 2:
+            return False, f"{len(seeds)} baseline seed(s) to check it on; two are needed"
+        x = np.array([values[k] for k in seeds])
+        low, high = stats.t_interval(x - threshold, alpha)
+        holds = low > 0 if higher else high < 0
+        side = "at least" if higher else "at most"
+        return bool(holds), (f"baseline {self.metric} {x.mean():.4g} against {side} {needs} "
+                             f"({threshold.mean():.4g}); 95% interval of the margin "
+                             f"[{low:.3g}, {high:.3g}]")
 
 
 @dataclass(frozen=True)
@@ -63,6 +108,7 @@ class Claim:
     beside: tuple[str, ...] = ()
     min_effect: float | None = None
     min_effect_relative: float | None = None
+    premise: Premise | None = None
 
     def practical_effect(self, baseline_mean: float) -> float:
         """The claim's minimum effect in the metric's units (0 when none is declared)."""
@@ -94,11 +140,41 @@ def load_claims(path: str | Path = CLAIMS_FILE) -> list[Claim]:
                              "min_effect_relative (>= 0, times the baseline's mean)")
         out.append(Claim(**{k: entry[k] for k in FIELDS},
                          beside=tuple(entry.get("beside", ())),
+                         premise=_premise(path, entry),
                          **{effects[0]: float(entry[effects[0]])}))
     ids = [c.id for c in out]
     if len(ids) != len(set(ids)):
         raise ValueError(f"{path}: claim ids must be unique, got {sorted(ids)}")
     return out
+
+
+def _premise(path, entry: dict) -> Premise | None:
+    """The claim's ``[claim.premise]`` table; a malformed one raises naming the claim and key."""
+    table = entry.get("premise")
+    if table is None:
+        return None
+    where = f"{path}: claim {entry['id']}: premise"
+    unknown = sorted(set(table) - {"why", "metric", "factor", *Premise.KINDS})
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: why, metric, factor, "
+                         f"{', '.join(Premise.KINDS)}")
+    kinds = [k for k in Premise.KINDS if k in table]
+    if len(kinds) != 1 or not isinstance(table.get("why"), str):
+        raise ValueError(f"{where}: needs a text 'why' and exactly one of "
+                         f"{', '.join(Premise.KINDS)}")
+    kind = kinds[0]
+    value = table[kind]
+    if kind in ("above", "below") and not isinstance(value, str):
+        raise ValueError(f"{where}: {kind} names a metric of the task, got {value!r}")
+    if kind in ("at_least", "at_most") and (isinstance(value, bool)
+                                            or not isinstance(value, (int, float))):
+        raise ValueError(f"{where}: {kind} must be a number, got {value!r}")
+    factor = table.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise ValueError(f"{where}: factor must be a number > 0, got {factor!r}")
+    return Premise(why=table["why"], metric=table.get("metric", entry["metric"]),
+                   factor=float(factor),
+                   **{kind: value if isinstance(value, str) else float(value)})
 
 
 def judge(rows: list[dict], claims: list[Claim], alpha: float = stats.ALPHA) -> list[dict]:
@@ -162,6 +238,12 @@ def _measure(entry: dict, claim: Claim, index: dict, series: dict[str, dict],
     entry.update(effect=float(d.mean()), n_seeds=len(common),
                  min_effect=claim.practical_effect(float(y.mean())))
     entry["ci_low"], entry["ci_high"] = stats.t_interval(d, alpha)
+    if claim.premise is not None:
+        holds, measured = _check_premise(claim, entry["profile"], index, alpha)
+        if not holds:
+            entry.update(verdict="premise absent",
+                         reason=f"premise: {claim.premise.why}; measured: {measured}")
+            return False
     if b.get("informative") is False or a.get("informative") is False:
         entry.update(verdict="uninformative",
                      reason=b.get("informative_reason") or a.get("informative_reason") or "")
@@ -174,6 +256,24 @@ def _measure(entry: dict, claim: Claim, index: dict, series: dict[str, dict],
     entry["p_raw"] = stats.paired_t(x, y)
     entry["sd"] = float(d.std(ddof=1))
     return True
+
+
+def _check_premise(claim: Claim, profile: str, index: dict, alpha: float) -> tuple[bool, str]:
+    """Whether the claim's premise holds on the baseline's rows at ``profile``."""
+    premise = claim.premise
+
+    def series(metric: str) -> dict[int, float]:
+        row = index.get((profile, claim.task, metric, claim.baseline))
+        return dict(zip(row["seeds"] or [], row["values"] or [])) if row else {}
+
+    values = series(premise.metric)
+    if not values:
+        return False, f"no {claim.baseline} records of {claim.task} / {premise.metric}"
+    other = premise.above or premise.below
+    reference = series(other) if other else {}
+    if other and not reference:
+        return False, f"no {claim.baseline} records of {claim.task} / {other}"
+    return premise.check(values, reference, alpha)
 
 
 def _decide(family: list[dict], alpha: float) -> None:

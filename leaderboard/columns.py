@@ -43,13 +43,16 @@ FIELDS = {
         Field("n", "n", "Seeds whose cell finished ok with a value; more is better.", "int"),
         Field("delta_vs_baseline", "Δ vs {baseline}", "Mean paired difference to the baseline "
               "on shared seeds; better/worse: corrected p ≤ α in the metric's direction and at "
-              "least the metric's minimum effect, n.s.: not significant.", "delta"),
+              "least the metric's minimum effect; within resolution: corrected p ≤ α but smaller "
+              "than the minimum effect; tie: not significant and its 95% interval inside ± the "
+              "minimum effect; n.s.: not significant.", "delta"),
         Field("p_vs_baseline_holm", "p (Holm)", f"p of the two-sided {METHODS['paired_test']} "
               f"vs the baseline on the per-seed differences, {METHODS['family_correction']}-"
               "corrected across a profile's headline metrics; smaller = stronger evidence of a "
               "difference.", "p", methods=("paired_test",)),
         Field("p_signflip", "p sign-flip", f"p of the {METHODS['exact_test']} over per-seed "
-              "differences (uncorrected); cannot go below 2^(1-n), 0.25 at three seeds.", "p",
+              "differences (uncorrected); its smallest value is 2^(1-n), so at fewer than six seeds "
+              "(0.0625 at five) it cannot reach α = 0.05 and is n/a.", "p",
               methods=("exact_test",)),
         Field("tier", "tier", "Tier 1 = not distinguishable from the best scorer of this metric "
               f"({METHODS['family_correction']}-corrected {METHODS['paired_test']}s against the "
@@ -68,19 +71,30 @@ FIELDS = {
     "overall": _fields(
         Field("scorer", "scorer", "The attention scoring function (hover for its family and "
               "formula).", "text"),
-        Field("score", "score [95% CI]", "Mean normalized headline score over the tasks the "
-              f"scorer ran (each metric on {METHODS['anchors']}: 0 = the task's floor, chance or "
-              "the trivial predictor; 1 = its ceiling, perfect), with its 95% "
-              f"{METHODS['overall_interval']} (grey); higher is better.", "ci", "ci_low",
-              "ci_high", methods=("overall_interval", "anchors")),
+        Field("poi", "P(better than {baseline}) [95% CI]", "The headline: the probability "
+              "that a seed of this scorer beats a seed of the baseline by more than the metric's "
+              "minimum effect (ties within it count half), per headline metric, averaged over "
+              f"the task's metrics and then the tasks; 0.5 = as good as the baseline. Its 95% "
+              f"{METHODS['overall_headline_interval']} (grey); higher is better.", "ci",
+              "poi_low", "poi_high", methods=("overall_headline_interval",)),
+        Field("score", "normalized score [95% CI]", "Beside the headline, how far from floor "
+              f"to ceiling: the mean over tasks of the task's normalized headline value "
+              f"({METHODS['anchors']}: 0 = the task's floor, chance or the trivial predictor; 1 = "
+              "its ceiling, perfect), a task's mean over seeds clipped to [0, 1] as a mean, with "
+              f"its 95% {METHODS['overall_interval']} clipped to [0, 1] (grey). It weighs how far "
+              "a scorer is from the baseline, where the headline counts how often it is ahead; "
+              "higher is better.", "ci", "ci_low", "ci_high",
+              methods=("overall_interval", "anchors")),
         Field("tier", "tier", "Tier 1 = not statistically distinguishable from the best "
-              f"overall score ({METHODS['family_correction']}-corrected "
-              f"{METHODS['paired_test']}s on per-task differences, step by step); lower is "
-              "better.", "int", methods=("paired_test",)),
-        Field("rank_low", "rank", "Interval of the scorer's overall rank from pairwise "
-              f"{METHODS['paired_test']}s on per-task differences "
-              f"({METHODS['family_correction']}-corrected); 1 = best, lower is better.", "rank",
-              "rank_low", "rank_high", methods=("paired_test",)),
+              f"headline ({METHODS['family_correction']}-corrected two-sided "
+              f"{METHODS['overall_headline_interval']} tests of the headline's difference, "
+              "step by step); lower is better.", "int",
+              methods=("overall_headline_interval",)),
+        Field("rank_low", "rank", "Interval of the scorer's rank from the same pairwise "
+              f"tests of the headline ({METHODS['overall_headline_interval']}, "
+              f"{METHODS['family_correction']}-corrected); "
+              "1 = best, lower is better.", "rank", "rank_low", "rank_high",
+              methods=("overall_headline_interval",)),
         Field("n_tasks", "tasks", "Quality tasks in the score; a task whose cells all failed "
               "counts 0, n/a tasks do not count; a headline metric the scorer cannot report "
               "(n/a, named) is left out of its task score.", "int"),
@@ -98,8 +112,10 @@ CLAIM_FIELDS = _fields(
     Field("claim", "claim", "What the paper claims, in one sentence.", "text"),
     Field("verdict", "verdict", "supported: a significant effect of at least the claim's "
           "practical size in the claimed direction; contradicted: one the other way; not "
-          "supported: neither; uninformative: the baseline shows the metric cannot tell at this "
-          "profile; degenerate: every seed of both gives the same value; not run: no records.",
+          "supported: neither; premise absent: the baseline does not show what makes the claim "
+          "testable at this profile (the reason gives the measured value); uninformative: the "
+          "baseline shows the metric cannot tell at this profile; degenerate: every seed of "
+          "both gives the same value; not run: no records.",
           "text"),
     Field("effect", "effect [95% CI]", "Measured difference scorer − baseline on the metric, "
           f"with its 95% {METHODS['seed_interval']} over the per-seed differences (grey); its "
@@ -138,14 +154,15 @@ MARKDOWN_FIELDS = _fields(
     Field("normalized", "normalized", f"The mean on the metric's {METHODS['anchors']} (0 = "
           "floor, 1 = ceiling), unclipped: a value below 0 (worse than the trivial predictor or "
           "chance) or above 1 is shown as it is, with its mark.", "num", methods=("anchors",)),
-    Field("rank_without", "rank without each task", "The scorer's overall rank with each task "
-          "left out in turn: an overall that one task decides moves here.", "text"),
+    Field("rank_without", "overall rank if a task is left out", "The scorer's rank by the "
+          "headline recomputed with each task left out in turn (not a rank on that task): an "
+          "overall that one task decides moves here.", "text"),
     Field("outside_anchors", "outside [0, 1]", "Tasks where the scorer's normalized score lies "
           f"outside its {METHODS['anchors']} (below the floor or above the ceiling), shown as they "
           "are, with their mark.", "text", methods=("anchors",)),
     Field("min_effect", "min effect", "The practical minimum effect the claim declared before "
           "any run; a significant effect smaller than this is not support.", "num"),
-    Field("win_rate", "win rate", "HELM's mean win rate: per headline metric of the overall, the "
-          "share of other scorers this one beats on the mean (ties count half), averaged.",
-          "num"),
+    Field("poi_tasks", "P(better) per task", "The headline's value on each task: the "
+          "probability that a seed of this scorer beats one of the baseline's on that task.",
+          "text"),
 )

@@ -5,7 +5,9 @@ there. The decision reads the baseline's records only, never the scorer being ju
 removing or changing another scorer's records cannot move it. Each rule is declared here, keyed by
 task and metric (fnmatch patterns, first match wins):
 
-- ``margin``: the baseline must be *clearly* above the floor. On the normalized scale
+- ``margin``: the baseline must be *clearly* above the floor (every headline metric with anchors
+  is held to one: its rule's, else ``HEADLINE_MARGIN``; a baseline whose mean lies below the
+  floor reads "the baseline is below the trivial predictor"). On the normalized scale
   z = (x - floor) / (ceiling - floor) (log x where the metric is log-scaled; each record's own
   anchors), the lower end of the baseline's 95% Student t interval over seeds must reach
   max(margin, d), where d is the difference a paired t test at the baseline's seed count detects
@@ -38,6 +40,9 @@ import numpy as np
 from . import stats
 
 BASELINE_ONLY = "decided from the baseline's records only"
+# The margin of a headline metric whose rule declares none: every headline metric of the overall
+# must show the baseline clearly better than the trivial predictor.
+HEADLINE_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ RULES: tuple[tuple[str, str, Rule], ...] = (
                                            what="the zero predictor")),
     # every / some: the sequence error in distribution against the constant answer (1/16).
     ("icl_quantifiers", "error_id", Rule(margin=0.5, what="the constant answer")),
+    ("icl_quantifiers", "error_shifted", Rule(margin=0.1, learned="error_id",
+                                              what="the constant answer")),
     ("icl_quantifiers", "*", Rule(learned="error_id")),
     # Decoder: held-out perplexity at the training context against the unigram perplexity.
     ("decoder_lm", "heldout_perplexity", Rule(margin=0.1, what="the unigram perplexity")),
@@ -129,30 +136,39 @@ def clear_of_floor(z: list[float], margin: float, alpha: float = stats.ALPHA
 
 
 def decide(task: str, metric: str, baseline_z: dict[str, list[float]],
-           alpha: float = stats.ALPHA, _seen: frozenset = frozenset()) -> Decision:
+           alpha: float = stats.ALPHA, headline: bool = False,
+           _seen: frozenset = frozenset()) -> Decision:
     """The decision for (task, metric) at one profile from ``baseline_z``: metric -> the
-    baseline's normalized per-seed values there (NaN where a record has no anchors)."""
+    baseline's normalized per-seed values there (NaN where a record has no anchors). A headline
+    metric whose rule declares no margin of its own is held to ``HEADLINE_MARGIN`` above its
+    floor wherever it has anchors."""
     rule = rule_for(task, metric)
     if rule is None:
         return Decision(None, "")
     if rule.learned and rule.learned != metric and rule.learned not in _seen:
-        learned = decide(task, rule.learned, baseline_z, alpha, _seen | {metric})
+        learned = decide(task, rule.learned, baseline_z, alpha, False, _seen | {metric})
         if learned.informative is False:
             return Decision(False, f"the baseline did not learn {task} in distribution "
                                    f"({rule.learned}: {learned.reason})")
         if learned.informative is None and rule.margin is None:
             return learned
-    if rule.margin is None:
-        return Decision(True, f"in-distribution {rule.learned} shows the task was learned")
+    margin = rule.margin
     z = baseline_z.get(metric)
+    if margin is None and headline and z and any(math.isfinite(v) for v in z):
+        margin = HEADLINE_MARGIN
+    if margin is None:
+        return Decision(True, f"in-distribution {rule.learned} shows the task was learned")
     if not z:
         return Decision(None, "no baseline records to decide from")
     if not any(math.isfinite(v) for v in z):
         return Decision(None, "the metric has no floor and ceiling to decide with")
-    ok, text = clear_of_floor(z, rule.margin, alpha)
+    ok, text = clear_of_floor(z, margin, alpha)
     floor = f" above {rule.what}" if rule.what else " above the floor"
     if ok:
         return Decision(True, f"baseline clearly{floor}: {text}")
+    if float(np.mean([v for v in z if math.isfinite(v)])) < 0:
+        return Decision(False, f"the baseline is below the trivial predictor "
+                               f"({rule.what or 'the floor'}): {text}")
     return Decision(False, f"baseline not clearly{floor}: {text}")
 
 

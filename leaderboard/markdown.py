@@ -37,11 +37,12 @@ METHOD = """\
   Benjamini-Hochberg across the scorers compared with {baseline} on one metric. *better* /
   *worse* need both corrected p <= {alpha} and |Δ| at least the metric's minimum effect.
   **p sign-flip** is the exact sign-flip permutation test over the seed differences
-  (uncorrected, assumes no normality): it cannot go below 2^(1-n), 0.25 at three seeds.
-- **No verdict on a tie.** Differences within a numeric tolerance ({tie_tol:g} relative) are
-  zero. Each metric declares a minimum effect (default 1e-6, relative to {baseline}'s mean,
-  absolute when that mean is 0): a |Δ| below it is a *tie*, never better or worse, and never
-  separates tiers.
+  (uncorrected, assumes no normality): it cannot go below 2^(1-n), so below six seeds it cannot
+  reach α = 0.05 and is n/a.
+- **No verdict below the practical size.** Differences within a numeric tolerance ({tie_tol:g}
+  relative) are zero. Each metric has a minimum effect in its own units (see *Practical size*
+  below): a significant |Δ| below it is *within resolution*, never better or worse, and no
+  difference below it separates tiers.
 - **Informative or not, from the baseline alone.** Each headline metric (and the metrics the
   claims use) declares when it can tell scorers apart at a profile (`leaderboard/informative.py`),
   read from {baseline}'s own records, never the judged scorer's: {baseline} must be *clearly*
@@ -81,30 +82,46 @@ METHOD = """\
   headline metric of the overall that a scorer cannot report is left out of its task score and
   named in its row.
 - **Overall**: per profile, over the ICL, decoder and encoder tasks that every scorer has records
-  of (a task run by some scorers only is named under the table). Each headline metric is put on
-  fixed anchors: z = (x - floor) / (ceiling - floor), on log x for perplexity,
-  with floor = the trivial predictor or chance (zero-predictor MSE, constant-answer error, chance
-  accuracy, unigram perplexity) and ceiling = perfect. A cell may report data-dependent anchors
-  (e.g. the unigram perplexity of its corpus); each record is normalized by its own anchors, so
-  a scorer's score depends on its own records only and does not move when another scorer is
-  added or removed. The tables show z as it is (column *normalized*, ▽ below 0, △ above 1);
-  the overall clips each value to [0, 1] and names, per scorer, the tasks where its unclipped
-  task score leaves [0, 1] (column *outside [0, 1]*). Headline metrics without both anchors, and
-  uninformative ones, stay out of the overall (listed under the table). A task's score per seed
-  is the mean of its clipped normalized headline metrics; a scorer's
-  task score is the mean over seeds, its overall score the mean over the tasks it ran (a task
-  where all its cells failed counts 0; tasks it cannot run do not count). The CI is Student t
-  with Welch-Satterthwaite degrees of freedom over the tasks' seed variances; tiers and ranks as
-  above, on paired per-task differences. **Win rate** is HELM's mean win rate: per headline
-  metric of the overall, the share of other scorers this one beats on the mean (ties count
-  half; a metric n/a for a scorer is left out for it and it is no opponent there), averaged over
-  those metrics; unlike the score it depends on who else is in the release.
-  **What it rests on**: beside each scorer, its rank by the point score with each task left out
-  (*rank without each task*), and under the table each task's share of the spread of the overall
-  across scorers (Cov(task score / K, overall) / Var(overall) over K tasks; the shares sum to 1).
-  rliable's probability of improvement is not used: it is a pairwise matrix rather than one
-  number per scorer, and at three seeds its stratified-bootstrap interval has the coverage
-  problem this method removes; the paired tests above are the pairwise statistic.
+  of (a task run by some scorers only is named under the table), and their informative headline
+  metrics with both anchors (the others are listed under the table). **The headline** is
+  rliable's probability of improvement: per headline metric, the probability that a seed of the
+  scorer beats a seed of {baseline} by more than the metric's minimum effect (a difference within
+  it counts half), P(X > Y) over all pairs of their seeds; a task's value is the mean over its
+  metrics (0 where all the scorer's cells failed), the headline the mean over the tasks the
+  scorer ran, each task with weight 1/K. {baseline} scores 0.5. Because each task enters only
+  through comparisons with {baseline}, a task whose values spread ten times wider across scorers
+  moves no scorer further than one whose values spread little: no task can weigh more than 1/K.
+  It counts how often a scorer is ahead, not by how much. Its 95% interval is a percentile
+  bootstrap stratified by task ({overall_n_boot} replicates; each resamples, per task, the seeds
+  of {baseline} once and of each scorer with replacement); tiers and rank intervals come from the
+  two-sided bootstrap test of two scorers' headlines (Holm, as above). At five seeds a
+  percentile bootstrap interval is somewhat narrower than its nominal coverage. **The normalized
+  score** beside it says how far: each headline metric on fixed anchors, z = (x - floor) /
+  (ceiling - floor), on log x for perplexity, with floor = the trivial predictor or chance
+  (zero-predictor MSE, constant-answer error, chance accuracy, unigram perplexity) and ceiling =
+  perfect, each record on its own anchors; a seed's task value is the mean of its normalized
+  headline metrics, the task score their mean over seeds **clipped to [0, 1] as a mean, never per
+  seed** (one lucky seed above the floor does not lift a worse mean), the score the mean over
+  tasks with a Student t interval (Welch-Satterthwaite degrees of freedom) clipped to [0, 1]. The
+  tables show z as it is (column *normalized*, ▽ below 0, △ above 1), and each row names the
+  tasks where its unclipped task score leaves [0, 1] (column *outside [0, 1]*).
+  **What it rests on**: beside each scorer, its headline rank with each task left out (*overall
+  rank if a task is left out*: not a rank on that task), and under the table each task's share of
+  the spread of the headline across scorers (Cov(task value / K, headline) / Var(headline) over
+  K tasks; the shares sum to 1), and of the normalized score's.
+- **Informative**: every headline metric must show {baseline} clearly better than the task's
+  trivial predictor (the lower end of its 95% interval on the normalized scale at least its
+  rule's margin, 0.1 where the rule names none); a metric where {baseline} is worse than the
+  trivial predictor reads "the baseline is below the trivial predictor" and leaves the overall.
+- **Practical size**: each metric has a minimum effect in its own units, stated in
+  `leaderboard/resolution.py` (2% for a perplexity, half a tuning-grid step; 0.02 for an
+  accuracy or error; 5% of the baseline's raw MSE; 2 Zorro points; ...). A significant difference
+  smaller than it reads *within resolution*; a non-significant one whose 95% interval lies
+  inside ± it reads *tie*.
+- **Bounded numbers**: an interval of a metric with a bounded range (accuracies and errors in
+  [0, 1], perplexity at least 1, MSE at least 0, a declared ceiling) is clipped to that range and
+  its method says so; the exact sign-flip test, whose smallest p is 2^(1-n), is n/a at fewer
+  seeds than can reach α (five seeds: 0.0625).
 - **icl_mqar**: multi-query associative recall (Zoology): a decoder trained from scratch at one
   length recalls the value of each queried key; accuracy on a pairs x length grid that includes
   longer sequences and more pairs than trained (floor: guessing one of the context's values).
@@ -194,6 +211,14 @@ def tier_text(row: dict) -> str:
     return "n/a" if _isnan(row["tier"]) else str(row["tier"])
 
 
+def poi_text(row: dict) -> str:
+    """An overall row's headline, the probability of improvement, and its interval."""
+    text = num(row["poi"])
+    if not _isnan(row["poi_low"]):
+        text += " " + interval(row["poi_low"], row["poi_high"])
+    return text
+
+
 def score_text(row: dict) -> str:
     """An overall row's normalized score and its CI."""
     text = num(row["score"])
@@ -252,8 +277,9 @@ def column_legend(baseline: str) -> str:
                                         "delta_vs_baseline",
                                         "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip",
                                         "tier", "rank_low", "failures")),
-              ("Overall", "overall", ("score", "win_rate", "tier", "rank_low", "rank_without",
-                                      "outside_anchors", "n_tasks", "tier1_tasks", "n_failed")),
+              ("Overall", "overall", ("poi", "score", "tier", "rank_low", "poi_tasks",
+                                      "rank_without", "outside_anchors", "n_tasks",
+                                      "tier1_tasks", "n_failed")),
               ("Claims", "claims", ("effect", "min_effect", "p", "detectable", "verdict",
                                     "reason")))
     lines = []
@@ -360,15 +386,17 @@ def overall_table(board) -> str:
         return "No quality-track records in this release."
     skipped = skipped_tasks(board)
     multi = len({r["profile"] for r in rows}) > 1
+    baseline = board.meta.get("baseline", "softmax")
     headers = (["profile"] if multi else []) + labels(
-        "overall", ("tier", "scorer", "score", "win_rate", "rank_low", "rank_without",
-                    "outside_anchors", "n_tasks", "tier1_tasks", "n_failed")) + [
+        "overall", ("tier", "scorer", "poi", "score", "rank_low", "poi_tasks", "rank_without",
+                    "outside_anchors", "n_tasks", "tier1_tasks", "n_failed"), baseline) + [
         "date", "harness", "hardware"]
     body = []
     for r in rows:
         body.append(([r["profile"]] if multi else []) + [
-            tier_text(r), cell_text(r["scorer"]), score_text(r), num(r["win_rate"]),
+            tier_text(r), cell_text(r["scorer"]), poi_text(r), score_text(r),
             interval(r["rank_low"], r["rank_high"], integer=True),
+            cell_text(marks.poi_tasks_text(r)),
             cell_text(marks.rank_without_text(r)), cell_text(marks.outside_text(r)), tasks_text(r, skipped),
             str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
             cell_text(joined(r["hardware"]))])
@@ -545,6 +573,7 @@ def method_text(meta: dict) -> str:
 
     alpha = meta["alpha"]
     return METHOD.format(n_boot=meta["n_boot"], baseline=meta["baseline"], alpha=alpha,
+                         overall_n_boot=meta.get("overall_n_boot", 2000),
                          detail=DETAIL_MAX_SCORERS, tie_tol=meta.get("tie_tol", TIE_TOL),
                          power=meta.get("power", POWER), n_2sd=seeds_needed(2.0, alpha),
                          n_1sd=seeds_needed(1.0, alpha), n_halfsd=seeds_needed(0.5, alpha),

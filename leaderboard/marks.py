@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 BELOW_FLOOR = "▽"
@@ -85,10 +86,36 @@ def rank_without_text(row: dict) -> str:
     return ", ".join(f"{task} {rank}" for task, rank in sorted(ranks.items())) or "n/a"
 
 
+def poi_tasks_text(row: dict) -> str:
+    values = row.get("poi_tasks") or {}
+    return ", ".join(f"{task} {p:.2f}" for task, p in sorted(values.items())
+                     if p is not None) or "n/a"
+
+
 def outside_text(row: dict) -> str:
     tasks = row.get("outside_anchors") or {}
     return ", ".join(f"{task} {z:.3g} {outside_mark(z)}" for task, z in sorted(tasks.items())
                      if z is not None) or "none"
+
+
+# A task whose share of the headline's spread exceeds this gets a line saying why.
+DOMINANT_SHARE = 0.5
+
+
+def _dominant_task_line(profile: str, task_row: dict, rows: list[dict], board) -> str:
+    """Why one task carries most of the headline's spread: its values spread across scorers
+    more than the others' (each task's weight is 1/K; its reach is not its spread)."""
+    values: dict[str, list[float]] = {r["task"]: [] for r in rows}
+    for r in board.task_scores.to_dict(orient="records"):
+        if r["profile"] == profile and r["task"] in values and not _missing(r.get("poi")):
+            values[r["task"]].append(r["poi"])
+    spread = {t: float(np.std(v)) for t, v in values.items() if v}
+    others = ", ".join(f"{t} {sd:.2f}" for t, sd in sorted(spread.items())
+                       if t != task_row["task"])
+    return (f"{task_row['task']} carries {task_row['share']:.0%} of the headline's spread "
+            f"({profile}) although it weighs 1/{len(rows)}: its P(better) varies most across "
+            f"scorers, and in step with the headline (sd across scorers "
+            f"{spread.get(task_row['task'], math.nan):.2f}; {others})")
 
 
 def rests_on_lines(board) -> list[str]:
@@ -102,9 +129,13 @@ def rests_on_lines(board) -> list[str]:
     out = []
     for profile, rows in sorted(by_profile.items()):
         parts = [f"{r['task']} ({', '.join(r['metrics'] or [])}) "
-                 + ("n/a" if _missing(r["share"]) else f"{r['share']:.0%}") for r in rows]
-        out.append(f"The overall ({profile}) rests on: {'; '.join(parts)} of its spread "
-                   "across scorers (each task's share of the variance of the overall)")
+                 + ("n/a" if _missing(r["share"]) else f"{r['share']:.0%}")
+                 + ("" if _missing(r.get("score_share")) else
+                    f" (normalized score: {r['score_share']:.0%})") for r in rows]
+        out.append(f"The overall ({profile}) rests on: {'; '.join(parts)} of its headline's "
+                   "spread across scorers (each task's share of its variance)")
+        out += [_dominant_task_line(profile, r, rows, board) for r in rows
+                if not _missing(r["share"]) and r["share"] > DOMINANT_SHARE]
     return out
 
 
@@ -114,6 +145,8 @@ def claim_verdict_text(row: dict) -> str:
         return "not run at this profile" + (f" ({reason})" if reason else "")
     if verdict == "uninformative":
         return f"uninformative at this profile ({reason})"
+    if verdict == "premise absent":
+        return f"premise absent at this profile ({reason})"
     if verdict in ("degenerate", "not supported") and reason:
         return f"{verdict} ({reason})"
     return verdict

@@ -1,13 +1,19 @@
-"""The overall: per profile, one quality score per scorer from its own records.
+"""The overall: per profile, one headline per scorer, and the normalized score beside it.
 
-Over the ICL / decoder / encoder tracks, headline metrics with a floor and a ceiling, and the
-tasks that every scorer of the profile has records of: each record's value is normalized on
-fixed anchors (:mod:`leaderboard.anchors`); a seed's task score is the mean over its normalized
-headline metrics, a scorer's task score the mean over seeds, its score the mean over the tasks it
-ran (a task where every cell failed counts 0; a skipped task does not count, nor does a headline
-metric the scorer cannot report, n/a, which its row names). CI: t with
-Welch-Satterthwaite degrees of freedom; tiers and ranks from paired per-task differences;
-``win_rate`` is HELM's mean win rate over the overall's headline metrics.
+Over the ICL / decoder / encoder tracks, the informative headline metrics with a floor and a
+ceiling, and the tasks that every scorer of the profile has records of:
+
+- the headline, ``poi``: the probability of improvement over the baseline averaged over tasks
+  (:mod:`leaderboard.improvement`), with its stratified bootstrap interval; tiers and rank
+  intervals come from it;
+- ``score``: how far from floor to ceiling: each record's value normalized on fixed anchors
+  (:mod:`leaderboard.anchors`), a seed's task value the mean over its normalized headline
+  metrics, the task score the mean over seeds clipped to [0, 1] as a mean (never per seed; the
+  unclipped mean is kept and marked), the score the mean over the tasks the scorer ran, with a
+  Student t interval on Welch-Satterthwaite degrees of freedom clipped to [0, 1].
+
+A task where every cell failed counts 0 in both; a skipped task does not count, nor does a
+headline metric the scorer cannot report (n/a), which its row names.
 """
 from __future__ import annotations
 
@@ -17,13 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import informative, stats
+from . import improvement, informative, stats
 from .board import OVERALL_TRACKS
 from .records import Record, failure_counts, provenance_lists
-from .table_stats import better_sign
-
-# The smallest difference of overall scores (normalized scale, 0..1) that can separate tiers.
-OVERALL_MIN_EFFECT = 1e-6
 
 
 def overall_norms(rows: list[dict], all_z: dict, anchored: dict,
@@ -66,8 +68,9 @@ def overall_norms(rows: list[dict], all_z: dict, anchored: dict,
 @dataclass
 class TaskScore:
     """One scorer's normalized score of one task: the mean over seeds of the seed's mean
-    normalized headline value; ``var`` is the variance of that mean (0 for a task where every
-    cell failed, which counts 0; NaN with one seed) and ``df`` its degrees of freedom."""
+    normalized headline value (``unclipped``), clipped to [0, 1] as a mean (``score``); ``var`` is
+    the variance of that mean (0 for a task where every cell failed, which counts 0; NaN with one
+    seed) and ``df`` its degrees of freedom; ``seeds`` the unclipped seed values."""
 
     score: float
     var: float
@@ -77,103 +80,56 @@ class TaskScore:
 
 
 def task_score(per_seed: dict[int, list[float]], all_failed: bool) -> TaskScore | None:
-    """``per_seed``: seed -> the unclipped normalized values of the task's headline metrics; the
-    score clips each to [0, 1], ``unclipped`` keeps them as they are."""
-    seeds = {k: float(np.mean(np.clip(v, 0.0, 1.0))) for k, v in sorted(per_seed.items()) if v}
+    """``per_seed``: seed -> the unclipped normalized values of the task's headline metrics."""
+    seeds = {k: float(np.mean(v)) for k, v in sorted(per_seed.items()) if v}
     if seeds:
         x = np.array(list(seeds.values()))
         var = float(x.var(ddof=1)) / x.size if x.size > 1 else math.nan
-        raw = float(np.mean([np.mean(v) for v in per_seed.values() if v]))
-        return TaskScore(float(x.mean()), var, float(x.size - 1), seeds, raw)
+        raw = float(x.mean())
+        return TaskScore(min(1.0, max(0.0, raw)), var, float(x.size - 1), seeds, raw)
     return TaskScore(0.0, 0.0, 1.0, {}, 0.0) if all_failed else None
 
 
-def difference(a: dict[str, TaskScore], c: dict[str, TaskScore]) -> tuple[list, list, list]:
-    """Per task: the mean difference of two scorers' task scores, its variance and df; paired on
-    the seeds both have where both have two or more of them, independent otherwise."""
-    means, variances, dofs = [], [], []
-    for task in sorted(a):
-        x, y = a[task], c[task]
-        common = sorted(set(x.seeds) & set(y.seeds))
-        if len(common) >= 2 and len(common) == len(x.seeds) == len(y.seeds):
-            d = np.array([x.seeds[k] - y.seeds[k] for k in common])
-            means.append(float(d.mean()))
-            variances.append(float(d.var(ddof=1)) / d.size)
-            dofs.append(float(d.size - 1))
-        else:
-            means.append(x.score - y.score)
-            variances.append(x.var + y.var)
-            dofs.append(stats.welch_satterthwaite([x.var, y.var], [x.df, y.df])
-                        if x.var + y.var > 0 else 1.0)
-    return means, variances, dofs
-
-
-def win_rate(prows: list[dict], scenarios: list[tuple[str, str]], scorer: str) -> float:
-    """HELM's mean win rate: per scenario (task, headline metric of the overall) the share of the
-    other scorers whose mean this scorer beats (a tie within the tolerance counts half; a scorer
-    whose every cell failed loses to every scorer with a value), averaged over scenarios."""
-    rates = []
-    for task, metric in scenarios:
-        mrows = {r["scorer"]: r for r in prows if r["task"] == task and r["metric"] == metric}
-        if scorer not in mrows:
-            continue
-        sign = better_sign(mrows[scorer]["direction"])
-
-        def value(r):
-            if r["n"] > 0:
-                return sign * r["mean"]
-            return -math.inf if r["n_failed"] + r["n_null"] > 0 else math.nan
-
-        mine = value(mrows[scorer])
-        if math.isnan(mine):
-            continue
-        wins = []
-        for other, r in mrows.items():
-            theirs = value(r)
-            if other == scorer or math.isnan(theirs):
-                continue
-            if mine == theirs or (math.isfinite(mine) and math.isfinite(theirs)
-                                  and abs(mine - theirs) <= stats.tolerance(mine, theirs)):
-                wins.append(0.5)
-            else:
-                wins.append(1.0 if mine > theirs else 0.0)
-        if wins:
-            rates.append(float(np.mean(wins)))
-    return float(np.mean(rates)) if rates else math.nan
-
-
 def overall(rows: list[dict], seed_norms: dict, anchored: dict,
-            records_by_scorer: dict[tuple[str, str], list[Record]],
-            alpha: float) -> tuple[list[dict], list[dict], list[dict]]:
-    """Per profile: the fixed-anchor quality score per scorer, with t interval, mean win rate,
-    tiers and rank intervals, its rank with each task left out and the tasks where its unclipped
-    score leaves [0, 1]; the per-task normalized scores it averages; each task's metrics and
-    share of the spread of the overall across scorers."""
+            records_by_scorer: dict[tuple[str, str], list[Record]], alpha: float,
+            baseline: str) -> tuple[list[dict], list[dict], list[dict]]:
+    """Per profile: each scorer's headline (probability of improvement over ``baseline``) with its
+    interval, tier and rank interval, its normalized score with its interval, its rank with each
+    task left out and the tasks where its unclipped score leaves [0, 1]; the per-task values
+    both average; each task's metrics and share of the headline's spread across scorers."""
     out, task_scores, overall_tasks = [], [], []
     by_profile: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         if r["track"] in OVERALL_TRACKS:
             by_profile[r["profile"]].append(r)
     for profile in sorted(by_profile):
-        scores = _ProfileOverall(profile, by_profile[profile], seed_norms, anchored, alpha)
+        scores = _ProfileOverall(profile, by_profile[profile], seed_norms, anchored, alpha,
+                                 baseline)
         task_scores += scores.task_score_rows()
         overall_tasks += scores.task_rows(anchored)
         out += scores.scorer_rows(records_by_scorer)
-    out.sort(key=lambda r: (r["profile"], r["tier"] if r["tier"] is not None else math.inf,
-                            -r["score"] if not math.isnan(r["score"]) else math.inf, r["scorer"]))
+
+    def order(r):
+        headline = r["poi"] if not math.isnan(r["poi"]) else r["score"]
+        return (r["profile"], r["tier"] if r["tier"] is not None else math.inf,
+                -headline if not math.isnan(headline) else math.inf, r["scorer"])
+
+    out.sort(key=order)
     return out, task_scores, overall_tasks
 
 
 class _ProfileOverall:
-    """The overall of one profile: each scorer's task scores, their mean and its interval."""
+    """The overall of one profile: each scorer's task values, their means and intervals."""
 
     def __init__(self, profile: str, rows: list[dict], seed_norms: dict, anchored: dict,
-                 alpha: float):
-        self.profile, self.rows, self.alpha = profile, rows, alpha
+                 alpha: float, baseline: str):
+        self.profile, self.rows, self.alpha, self.baseline = profile, rows, alpha, baseline
         self.scorers = sorted({r["scorer"] for r in rows})
         self.row_of = {(r["task"], r["metric"], r["scorer"]): r for r in rows}
         self.scenarios: list[tuple[str, str]] = []
         self.per_task: dict[str, dict[str, TaskScore]] = {}
+        self.poi_of: dict[str, dict[str, float]] = {s: {} for s in self.scorers}
+        self.replicates: dict[str, dict[str, np.ndarray]] = {s: {} for s in self.scorers}
         for task in sorted({r["task"] for r in rows}):
             metrics = anchored.get((profile, task), [])
             if not metrics or {r["scorer"] for r in rows if r["task"] == task} != set(self.scorers):
@@ -181,6 +137,7 @@ class _ProfileOverall:
             self.scenarios += [(task, m) for m in metrics]
             self.per_task[task] = self._task_scores(task, metrics,
                                                     seed_norms.get((profile, task), {}))
+            self._improvement(task, metrics)
         self.tasks_of = {s: {t: self.per_task[t][s] for t in self.per_task if s in self.per_task[t]}
                          for s in self.scorers}
         self.score: dict[str, float] = {}
@@ -194,6 +151,10 @@ class _ProfileOverall:
                 self.summary[s] = stats.combined_t([t.score for t in ts], [t.var for t in ts],
                                                    [t.df for t in ts], alpha)
             self.score[s] = float(np.mean([t.score for t in ts]))
+        self.poi = {s: float(np.mean(list(v.values()))) if v else math.nan
+                    for s, v in self.poi_of.items()}
+        self.poi_replicates = {s: np.mean(list(v.values()), axis=0)
+                               for s, v in self.replicates.items() if v}
 
     def _task_scores(self, task: str, metrics: list[str], norms: dict) -> dict[str, TaskScore]:
         scores = {}
@@ -207,48 +168,61 @@ class _ProfileOverall:
                 scores[s] = ts
         return scores
 
+    def _improvement(self, task: str, metrics: list[str]) -> None:
+        """Each scorer's probability of improvement over the baseline on ``task``, and its
+        bootstrap replicates."""
+        if self.baseline not in self.scorers:
+            return
+        values = {s: improvement.task_values(
+            [r for r in self.rows if r["task"] == task and r["scorer"] == s], metrics)
+            for s in self.scorers}
+        base = values[self.baseline]
+        if not base.seeds:
+            return
+        effects = {m: self.row_of[(task, m, self.baseline)]["min_effect"] for m in metrics}
+        base_draw = improvement.draws(len(base.seeds), self.profile, task, self.baseline)
+        for s, v in values.items():
+            if not v.seeds and not v.failed:
+                continue
+            point = improvement.task_probability(v, base, effects)
+            if math.isnan(point):
+                continue
+            self.poi_of[s][task] = point
+            draw = (improvement.draws(len(v.seeds), self.profile, task, s) if v.seeds
+                    else np.zeros((improvement.N_BOOT, 0), dtype=np.int64))
+            self.replicates[s][task] = improvement.task_probability(v, base, effects, draw,
+                                                                    base_draw)
+
     def task_score_rows(self) -> list[dict]:
         return [dict(profile=self.profile, task=task, scorer=s, score=ts.score,
-                     score_unclipped=ts.unclipped)
+                     score_unclipped=ts.unclipped,
+                     poi=self.poi_of[s].get(task, math.nan))
                 for task, scores in self.per_task.items() for s, ts in sorted(scores.items())]
 
-    def by_scorer(self) -> dict[str, dict[str, float]]:
-        return {s: {t: ts.score for t, ts in self.tasks_of[s].items()} for s in self.scorers}
-
     def task_rows(self, anchored: dict) -> list[dict]:
-        shares = informative.spread_shares(self.by_scorer())
+        shares = informative.spread_shares(self.poi_of)
+        score_shares = informative.spread_shares(
+            {s: {t: ts.score for t, ts in self.tasks_of[s].items()} for s in self.scorers})
         return [dict(profile=self.profile, task=t, metrics=anchored.get((self.profile, t), []),
-                     share=shares.get(t, math.nan)) for t in sorted(self.per_task)]
+                     share=shares.get(t, math.nan), score_share=score_shares.get(t, math.nan))
+                for t in sorted(self.per_task)]
 
     def pvalue(self, a: str, c: str) -> float:
-        """The overall's test of two scorers: paired per task where they ran the same tasks."""
-        tasks_of = self.tasks_of
-        if set(tasks_of[a]) == set(tasks_of[c]):
-            means, variances, dofs = difference(tasks_of[a], tasks_of[c])
-        else:
-            means = [self.score[a] - self.score[c]]
-            va = sum(t.var for t in tasks_of[a].values()) / len(tasks_of[a]) ** 2
-            vc = sum(t.var for t in tasks_of[c].values()) / len(tasks_of[c]) ** 2
-            variances, dofs = [va + vc], [stats.welch_satterthwaite(
-                [va, vc], [min(t.df for t in tasks_of[x].values()) for x in (a, c)])
-                if va + vc > 0 else 1.0]
-        if abs(float(np.mean(means))) < OVERALL_MIN_EFFECT:
-            return 1.0
-        return stats.combined_t(means, variances, dofs, self.alpha)[3]
+        """The headline's test of two scorers: the bootstrap p of their difference."""
+        if a not in self.poi_replicates or c not in self.poi_replicates:
+            return math.nan
+        return improvement.bootstrap_p(self.poi_replicates[a], self.poi_replicates[c])
 
     def scorer_rows(self, records_by_scorer: dict[tuple[str, str], list[Record]]) -> list[dict]:
-        """One row per scorer: score, interval, tier, ranks, failures and provenance."""
-        testable = {s: self.score[s] for s in self.summary}
+        """One row per scorer: headline, score, intervals, tier, ranks, failures, provenance."""
+        testable = {s: self.poi[s] for s in self.poi_replicates}
         tiers = stats.assign_tiers(testable, True, self.pvalue, self.alpha)
         ranks = stats.rank_intervals(testable, True, self.pvalue, self.alpha)
-        without = informative.leave_one_out_ranks(self.by_scorer())
-        point = {s: v for s, v in self.score.items() if not math.isnan(v)}
-        score_rank = {s: 1 + sum(1 for o in point.values() if o > v + stats.tolerance(o, v))
-                      for s, v in point.items()}
+        without = informative.leave_one_out_ranks(self.poi_of)
         return [dict(self._scorer_row(s, records_by_scorer.get((self.profile, s), [])),
                      tier=tiers.get(s), rank_low=ranks.get(s, (math.nan, math.nan))[0],
                      rank_high=ranks.get(s, (math.nan, math.nan))[1],
-                     score_rank=score_rank.get(s), rank_without=without.get(s, {}))
+                     rank_without=without.get(s, {}))
                 for s in self.scorers]
 
     def metrics_na(self, s: str) -> dict[str, list[str]]:
@@ -265,12 +239,19 @@ class _ProfileOverall:
     def _scorer_row(self, s: str, records: list[Record]) -> dict:
         tasks = self.tasks_of[s]
         ci = self.summary[s][1:3] if s in self.summary else (math.nan, math.nan)
+        reps = self.poi_replicates.get(s)
+        poi_ci = ((float(np.quantile(reps, self.alpha / 2)),
+                   float(np.quantile(reps, 1 - self.alpha / 2)))
+                  if reps is not None else (math.nan, math.nan))
         tier1 = {r["task"] for r in self.rows if r["scorer"] == s and r["task"] in self.per_task
                  and r["headline"] and r.get("tier") == 1}
         prov = provenance_lists(records)
         return dict(
-            profile=self.profile, scorer=s, score=self.score[s], ci_low=ci[0], ci_high=ci[1],
-            win_rate=win_rate(self.rows, self.scenarios, s), n_tasks=len(tasks),
+            profile=self.profile, scorer=s, poi=self.poi[s], poi_low=poi_ci[0],
+            poi_high=poi_ci[1], poi_tasks=dict(sorted(self.poi_of[s].items())),
+            score=self.score[s], ci_low=float(np.clip(ci[0], 0.0, 1.0)),
+            ci_high=float(np.clip(ci[1], 0.0, 1.0)),
+            n_tasks=len(tasks),
             tasks_failed=sum(1 for t in tasks.values() if not t.seeds),
             tasks_skipped=sum(1 for t in self.per_task if s not in self.per_task[t]),
             metrics_na=self.metrics_na(s),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import informative
-from .anchors import has_anchors, record_normalized
+from .anchors import bounds, has_anchors, record_normalized
 from .board import DESCRIPTIVE_TRACKS, OVERALL_TRACKS
 from .grids import mean_grids
 from .records import Problem, Record, failure_counts, provenance_lists
@@ -142,7 +142,8 @@ def _metric_rows(t: _Task, metric: str, spec: dict,
         series.append(s)
     descriptive = t.track in DESCRIPTIVE_TRACKS
     result = metric_stats(t.profile, t.task, metric, spec["direction"], spec["min_effect"],
-                          descriptive, series, t.n_boot, t.alpha, t.baseline)
+                          descriptive, series, t.n_boot, t.alpha, t.baseline,
+                          bounds(metric, spec["direction"], spec["ceiling"]))
     degenerate = ("" if descriptive else informative.metric_degenerate(
         {s.label: {k: v for k, (v, _) in s.by_seed.items()} for s in series}))
     return [_row(t, metric, spec, label, result[label], zs[label], degenerate)

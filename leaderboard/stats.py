@@ -50,6 +50,7 @@ METHODS = {
     "family_correction": "Holm",
     "metric_correction": "Benjamini-Hochberg",
     "overall_interval": "Student t interval with Welch-Satterthwaite degrees of freedom",
+    "overall_headline_interval": "percentile bootstrap stratified by task",
     "power": "power of the paired t test",
     "anchors": "fixed anchors",
 }
@@ -108,6 +109,14 @@ def t_interval(values, alpha: float = ALPHA):
     return (float(lo), float(hi)) if x.ndim == 1 else (lo, hi)
 
 
+def t_halfwidth(sd: float, n: int, alpha: float = ALPHA) -> float:
+    """Half the width of the Student t interval of a mean of ``n`` values with standard deviation
+    ``sd``: t_{n-1, 1-α/2} · sd / √n (NaN below two values)."""
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    return _t_quantile(n - 1, alpha) * sd / math.sqrt(n)
+
+
 @functools.lru_cache(maxsize=None)
 def _t_quantile(df: int, alpha: float) -> float:
     return float(sps.t.ppf(1 - alpha / 2, df))
@@ -150,6 +159,12 @@ def sign_flip(a: Sequence[float], b: Sequence[float], rng: np.random.Generator |
         n_resamples=np.inf if exact else n_resamples,
         random_state=None if exact else (rng if rng is not None else rng_for("sign_flip")))
     return float(min(1.0, res.pvalue))
+
+
+def sign_flip_floor(n: int) -> float:
+    """The smallest p the two-sided exact sign-flip test can give at ``n`` pairs, 2^(1-n): above
+    α (0.0625 at five seeds) the test cannot reject and is not reported."""
+    return 2.0 ** (1 - n)
 
 
 def _adjust(pvalues: Sequence[float], method: str) -> np.ndarray:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import informative, stats
+from . import informative, resolution, stats
 from .board import DESCRIPTIVE_TRACKS
 
 
@@ -32,24 +32,19 @@ def better_sign(direction: str) -> float:
     return 1.0 if direction == "higher" else -1.0
 
 
-def _min_effect(min_effect: float, reference: float) -> float:
-    """The metric's minimum effect in its own units: relative to ``reference`` (the baseline's
-    mean), absolute when that mean is 0 or unknown."""
-    if math.isnan(reference) or reference == 0:
-        return min_effect
-    return min_effect * abs(reference)
-
-
 def metric_stats(profile: str, task: str, metric: str, direction: str, min_effect: float,
                  descriptive: bool, series: list[Series], n_boot: int, alpha: float,
-                 baseline: str) -> dict:
+                 baseline: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> dict:
     """Per-scorer statistics, comparisons to the baseline, tiers and rank intervals of one
-    metric. A descriptive metric (probe and cost tracks) gets no tiers or ranks."""
+    metric. A descriptive metric (probe and cost tracks) gets no tiers or ranks. Intervals are
+    clipped to ``bounds``, the values the metric can take (the method says so)."""
     out: dict[str, dict] = {}
     base = next((s for s in series if s.label == baseline), None)
-    effect = _min_effect(min_effect, base.mean() if base is not None else math.nan)
+    effect, effect_rule = resolution.min_effect(
+        task, metric, min_effect, base.mean() if base is not None else math.nan)
     for s in series:
-        row = _series_stats(s, effect, n_boot, alpha, (profile, task, metric))
+        row = _series_stats(s, effect, n_boot, alpha, (profile, task, metric), bounds)
+        row["min_effect_rule"] = effect_rule
         if base is not None and s is not base:
             _compare_with_baseline(row, s, base, alpha)
         out[s.label] = row
@@ -59,7 +54,7 @@ def metric_stats(profile: str, task: str, metric: str, direction: str, min_effec
 
 
 def _series_stats(s: Series, effect: float, n_boot: int, alpha: float,
-                  where: tuple[str, str, str]) -> dict:
+                  where: tuple[str, str, str], bounds: tuple[float, float]) -> dict:
     """One scorer's mean, std, t interval over seeds and bootstrap interval over items."""
     seeds = sorted(s.by_seed)
     values = s.values(seeds)
@@ -74,12 +69,20 @@ def _series_stats(s: Series, effect: float, n_boot: int, alpha: float,
            "detectable_vs_baseline": math.nan, "tier": None,
            "rank_low": math.nan, "rank_high": math.nan}
     if len(seeds) >= 2:
-        row["ci_low"], row["ci_high"] = stats.t_interval(values, alpha)
+        t_ci = stats.t_interval(values, alpha)
+        row["ci_low"], row["ci_high"] = _within(t_ci, bounds)
         row["ci_method"] = "t over seeds"
+        if (row["ci_low"], row["ci_high"]) != t_ci:
+            row["ci_method"] += f", clipped to the metric's range [{bounds[0]:g}, {bounds[1]:g}]"
     if seeds and all(it is not None for it in items):
-        row["ci_items_low"], row["ci_items_high"] = stats.items_interval(
-            items, n_boot, stats.rng_for("items", *where, s.label), alpha)
+        row["ci_items_low"], row["ci_items_high"] = _within(stats.items_interval(
+            items, n_boot, stats.rng_for("items", *where, s.label), alpha), bounds)
     return row
+
+
+def _within(interval: tuple[float, float], bounds: tuple[float, float]) -> tuple[float, float]:
+    low, high = interval
+    return float(min(max(low, bounds[0]), bounds[1])), float(max(min(high, bounds[1]), bounds[0]))
 
 
 def _compare_with_baseline(row: dict, s: Series, base: Series, alpha: float) -> None:
@@ -93,7 +96,8 @@ def _compare_with_baseline(row: dict, s: Series, base: Series, alpha: float) -> 
         row["degenerate_pair"] = informative.comparison_degenerate(
             a.tolist(), b.tolist(), s.label, base.label)
         row["p_vs_baseline"] = stats.paired_t(a, b)
-        row["p_signflip"] = stats.sign_flip(a, b)
+        if stats.sign_flip_floor(len(common)) <= alpha:
+            row["p_signflip"] = stats.sign_flip(a, b)
         row["sd_paired"] = float(np.std(a - b, ddof=1))
         row["detectable_vs_baseline"] = stats.detectable_difference(
             row["sd_paired"], len(common), alpha)
@@ -140,8 +144,9 @@ def mark_informative(rows: list[dict], task: str, task_z: dict, baseline: str, t
         return
     baseline_z = {m: list(by_label.get(baseline, {}).values()) for m, by_label in task_z.items()}
     metrics = sorted({r["metric"] for r in rows})
-    decisions = {m: informative.decide(task, m, baseline_z, alpha) for m in metrics}
     headline = {r["metric"] for r in rows if r["headline"]}
+    decisions = {m: informative.decide(task, m, baseline_z, alpha, m in headline)
+                 for m in metrics}
     stand_ins = {}
     for m in sorted(headline):
         rule = informative.rule_for(task, m)

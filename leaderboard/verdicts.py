@@ -1,9 +1,17 @@
-"""The words against the baseline: better, worse, tie, n.s., uninformative or degenerate.
+"""The words against the baseline: better, worse, within resolution, tie, n.s., uninformative or
+degenerate.
 
 Holm per (profile, scorer) across the tasks and headline metrics (secondary metrics form their
-own family) and Benjamini-Hochberg across the scorers of one (profile, task, metric); a row is
-better / worse when both adjusted p are <= alpha and |Δ| reaches the metric's minimum effect, a
-tie when |Δ| is below it, n.s. otherwise. Probe and cost rows get no verdict.
+own family) and Benjamini-Hochberg across the scorers of one (profile, task, metric). With
+significant meaning both adjusted p <= alpha, and the metric's minimum effect from
+:mod:`leaderboard.resolution`:
+
+- better / worse: significant, and |Δ| reaches the minimum effect;
+- within resolution: significant, but |Δ| is below the minimum effect;
+- tie: not significant, and the whole 95% t interval of Δ lies within ± the minimum effect;
+- n.s.: otherwise.
+
+Probe and cost rows get no verdict.
 """
 from __future__ import annotations
 
@@ -44,10 +52,14 @@ def _word(r: dict, alpha: float) -> str:
         return "degenerate"
     if math.isnan(r["p_vs_baseline_holm"]):
         return ""
-    if abs(delta) < r["min_effect"]:
-        return "tie"
-    if max(r["p_vs_baseline_holm"], r["p_vs_baseline_bh"]) <= alpha:
+    significant = max(r["p_vs_baseline_holm"], r["p_vs_baseline_bh"]) <= alpha
+    if significant and abs(delta) < r["min_effect"]:
+        return "within resolution"
+    if significant:
         return "better" if delta * better_sign(r["direction"]) > 0 else "worse"
+    half = stats.t_halfwidth(r["sd_paired"], r["n_paired"], alpha)
+    if abs(delta) + half < r["min_effect"]:
+        return "tie"
     return "n.s."
 
 def _judgeable(row: dict) -> bool:

@@ -86,7 +86,11 @@ def test_page_shows_the_readme_numbers(site):
             {c: md_overall[scorer][c] for c in OVERALL_COLUMNS}
         raw = raw_overall[scorer]
         if raw["ci_low"] is not None:
-            check_interval(row["score [95% CI]"], raw["score"], raw["ci_low"], raw["ci_high"])
+            check_interval(row["normalized score [95% CI]"], raw["score"], raw["ci_low"],
+                           raw["ci_high"])
+        if raw["poi_low"] is not None:
+            check_interval(row["P(better than softmax) [95% CI]"], raw["poi"], raw["poi_low"],
+                           raw["poi_high"])
 
     raw_rows = {(r["task"], r["metric"], r["scorer"]): r for r in results["rows"]}
     for section, heading in (("track-icl", "In-context learning (ICL)"), ("track-probe", "Probes")):

@@ -32,13 +32,45 @@ def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
                  "softmax")
     t1, t2 = ch["tasks"]
     assert (t1["task"], t1["compared"], t1["only_now"], t1["only_before"]) == ("t1", 3, 0, 0)
-    assert t1["verdicts"] == [["m", "a", "worse", "n.s."]]      # the baseline's own tier: left out
-    assert t1["tiers"] == [["m", "a", "2", "1"], ["m", "b", "1", "2"]]
+    # the baseline's own tier is left out; each change names the rule that moved it
+    assert t1["verdicts"] == [["m", "a", "worse", "n.s.", "the records or the test"]]
+    assert [t[:4] for t in t1["tiers"]] == [["m", "a", "2", "1"], ["m", "b", "1", "2"]]
     assert (t2["compared"], t2["only_now"], t2["only_before"], t2["verdicts"]) == (1, 1, 1, [])
     assert ch["overall"][0]["rho"] == pytest.approx(1.0)
     text = markdown(ch)
     assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
-    assert "| t1 | m | a | worse | n.s. |" in text
+    assert "| t1 | m | a | worse | n.s. | the records or the test |" in text
+
+
+def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
+    before = {"meta": {"release": "old"},
+              "rows": [dict(row("t", "m", "a", "worse", 2), min_effect=1e-6, informative=True),
+                       dict(row("t", "m", "b", "better"), min_effect=1e-6, informative=True),
+                       dict(row("t", "m", "c", "tie"), min_effect=1e-6, informative=True)],
+              "overall": [dict(profile="cpu", scorer="a", score=0.5, tier=1)],
+              "claims": [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="supported"),
+                         dict(profile="cpu", id="j", scorer="x", metric="m1", verdict="n.s.")]}
+    now_rows = [dict(row("t", "m", "a", "within resolution", 1), min_effect=0.02,
+                     informative=True),
+                dict(row("t", "m", "b", "uninformative", None), min_effect=1e-6,
+                     informative=False),
+                dict(row("t", "m", "c", "n.s."), min_effect=1e-6, informative=True)]
+    claims = [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="premise absent"),
+              dict(profile="cpu", id="j", scorer="x", metric="m2", verdict="uninformative"),
+              dict(profile="cpu", id="k", scorer="y", metric="m", verdict="not run")]
+    ch = changes(now_rows, [dict(profile="cpu", scorer="a", poi=0.6, tier=2)], before,
+                 "softmax", claims)
+    rules = {v[1]: v[4] for v in ch["tasks"][0]["verdicts"]}
+    assert rules["a"].startswith("practical size") and rules["b"].startswith("informative")
+    assert rules["c"].startswith("tie")
+    tiers = {t[1]: t[4] for t in ch["tasks"][0]["tiers"]}
+    assert tiers["a"].startswith("practical size") and tiers["b"].startswith("informative")
+    assert ch["overall_tiers"] == [["cpu", "a", "1", "2"]]
+    why = {(c[1], c[2]): c[5] for c in ch["claims"]}
+    assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
+    assert why[("k", "y")].startswith("new entry")
+    text = markdown(ch)
+    assert "Overall tiers that changed" in text and "Claim verdicts that changed" in text
 
 
 @pytest.mark.parametrize("scores, rho", [

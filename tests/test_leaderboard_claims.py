@@ -10,8 +10,8 @@ from leaderboard.claims import Claim, judge, load_claims
 from leaderboard.markdown import release_readme
 from leaderboard_fakes import make_record, write_record
 
-SPECS = {"mse_over_zero_shifted": {"direction": "lower", "headline": True, "floor": 1.0,
-                                  "ceiling": 0.0}}
+SPECS = {"mse_T9_shifted": {"direction": "lower", "headline": True, "ceiling": 0.0},
+         "mse_T9_id": {"direction": "lower", "headline": True, "ceiling": 0.0}}
 
 
 def test_the_shipped_claims_file_loads():
@@ -31,7 +31,7 @@ def test_verdicts_on_constructed_records(tmp_path):
     for scorer, values in table.items():
         for seed, v in enumerate(values):
             write_record(tmp_path, make_record("icl_linear", scorer, seed,
-                                               {"mse_over_zero_shifted": float(v)},
+                                               {"mse_T9_shifted": float(v), "mse_T9_id": 0.1},
                                                specs=SPECS))
     board = build_board(tmp_path)
     claims = {(r["id"], r["scorer"]): r for r in board.claims.to_dict(orient="records")}

@@ -1,5 +1,5 @@
-"""The Overall tab: per profile, the overall score of every scorer with its interval, tier, rank
-interval, tasks and failures."""
+"""The Overall tab: per profile, every scorer's headline (the probability of improvement over the
+baseline) and normalized score with their intervals, tier, rank interval, tasks and failures."""
 from __future__ import annotations
 
 from .. import markdown as md
@@ -17,7 +17,8 @@ def overall_columns(page: PageData, rows: list[dict], order: str | None = None) 
     prov = f("provenance")
     return [
         page.scorer_column("overall"),
-        field_column(f("score"), rows, sort="descending" if order == "value" else None),
+        field_column(f("poi"), rows, sort="descending" if order == "value" else None),
+        field_column(f("score"), rows),
         field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
         field_column(f("rank_low"), rows),
         Column(f("n_tasks").label, num_cell(md.tasks_text, lambda r: r["n_tasks"]), True,
@@ -36,13 +37,11 @@ def overall_tab(page: PageData) -> Markup:
     rows = page.overall_rows
     keys = [k for k in FIELDS["overall"] if k not in ("scorer", "provenance")]
     profiles = sorted({r["profile"] for r in rows})
-    orders = {p: row_order([r for r in rows if r["profile"] == p], "score", True)
+    orders = {p: row_order([r for r in rows if r["profile"] == p], "poi", True)
               for p in profiles}
     intro = "One row per scorer and profile. "
     if "tier" in orders.values():
-        intro += ("Rows are ordered by tier (tier 1 first), then by score within a tier, so a "
-                  "scorer can sit above one with a higher score when the data cannot tell "
-                  "them apart. ")
+        intro += ("Rows are ordered by tier (tier 1 first), then by the headline within a tier. ")
     parts = [tag("h2", "Overall"), page.field_legend(
         "overall", keys, [("highlighted row", "Tier 1.")],
         intro + "Click a header to sort; hover a header for its meaning.")]
@@ -51,7 +50,7 @@ def overall_tab(page: PageData) -> Markup:
     for profile in profiles:
         prows = [r for r in rows if r["profile"] == profile]
         parts.append(table(overall_columns(page, prows, orders[profile]), prows,
-                           f"profile {profile}: {order_text(orders[profile], 'score')}",
+                           f"profile {profile}: {order_text(orders[profile], 'the headline')}",
                            page.row_attrs))
     outside = md.outside_overall(page.board) + marks.overall_notes(page.board)
     if outside:

@@ -16,7 +16,8 @@ NOT_EXTRA = {
     "rows": {"task_version", "scorer_version", "std", "n_items", "n_cells", "n_ok", "n_failed",
              "n_skipped", "n_null", "p_vs_baseline", "n_paired", "ci_low", "ci_high",
              "rank_high"},
-    "overall": {"ci_low", "ci_high", "rank_high", "tasks_failed", "tasks_skipped", "n_cells"},
+    "overall": {"ci_low", "ci_high", "poi_low", "poi_high", "rank_high", "tasks_failed",
+                "tasks_skipped", "n_cells"},
     "claims": {"ci_low", "ci_high"},
 }
 
