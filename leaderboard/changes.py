@@ -86,11 +86,18 @@ def tier_rule(a: dict, b: dict) -> str:
 
 
 def _overall_tiers(now: list[dict], before: list[dict]) -> list[list]:
-    """[profile, scorer, tier before, tier now] for each scorer whose overall tier moved."""
+    """[profile, scorer, tier before, tier now, why] for each scorer whose overall tier moved."""
     old = {(r["profile"], r["scorer"]): r for r in before}
-    return [[r["profile"], r["scorer"], _tier(old[k]), _tier(r)]
-            for r in now if (k := (r["profile"], r["scorer"])) in old
-            and _tier(old[k]) != _tier(r)]
+    out = []
+    for r in now:
+        a = old.get((r["profile"], r["scorer"]))
+        if a is None or _tier(a) == _tier(r):
+            continue
+        why = ("headline: tiers come from P(better than the baseline), which replaces the "
+               "normalized score" if a.get("poi") is None and r.get("poi") is not None
+               else "the records or the test")
+        out.append([r["profile"], r["scorer"], _tier(a), _tier(r), why])
+    return out
 
 
 def _claim_changes(now: list[dict], before: list[dict]) -> list[list]:
@@ -155,9 +162,9 @@ def markdown(ch: dict) -> str:
                      + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
                      + ".")
     if ch.get("overall_tiers"):
-        lines += ["", "Overall tiers that changed:", "", "| profile | scorer | before | now |",
-                  "|---|---|---|---|"]
-        lines += [f"| {p} | {s} | {a} | {b} |" for p, s, a, b in ch["overall_tiers"]]
+        lines += ["", "Overall tiers that changed:", "",
+                  "| profile | scorer | before | now | why |", "|---|---|---|---|---|"]
+        lines += [f"| {p} | {s} | {a} | {b} | {w} |" for p, s, a, b, w in ch["overall_tiers"]]
     if ch.get("claims"):
         lines += ["", "Claim verdicts that changed:", "",
                   "| profile | claim | scorer | before | now | why |", "|---|---|---|---|---|---|"]

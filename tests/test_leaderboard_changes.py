@@ -65,7 +65,9 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
     assert rules["c"].startswith("tie")
     tiers = {t[1]: t[4] for t in ch["tasks"][0]["tiers"]}
     assert tiers["a"].startswith("practical size") and tiers["b"].startswith("informative")
-    assert ch["overall_tiers"] == [["cpu", "a", "1", "2"]]
+    assert ch["overall_tiers"] == [["cpu", "a", "1", "2", "headline: tiers come from "
+                                    "P(better than the baseline), which replaces the normalized "
+                                    "score"]]
     why = {(c[1], c[2]): c[5] for c in ch["claims"]}
     assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
     assert why[("k", "y")].startswith("new entry")
