@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from suite.records import TRACKS
+from .schema import TRACKS
 
 from . import improvement, stats
 from .board import (CLAIM_COLUMNS, DESCRIPTIVE_TRACKS, FAILED_CELL_COLUMNS, GRID_COLUMNS,

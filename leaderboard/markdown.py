@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import pandas as pd
 from tabulate import tabulate
 
-from suite.records import TRACKS
+from .schema import TRACKS
 
 from . import changes, marks
 from .board import DESCRIPTIVE_TRACKS

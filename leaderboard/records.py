@@ -1,7 +1,7 @@
 """Reading result records: every ``*.json`` and ``*.json.gz`` under a results directory (except its
 ``releases/``, where ``scorebench publish`` writes by default), validated against schema 1.
 
-The schema check is the harness's own (``suite.records.validate_record``, standard library only),
+The schema check is the harness's own (``leaderboard.schema.validate_record``, standard library only),
 so the leaderboard and the writer agree on what a record is. A record that fails it is reported
 (file and reason) and skipped; a record whose per-item outcomes cannot be used (null items) keeps
 its metrics and the problem is reported. Nothing raises on a bad file.
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from suite.records import (FAILURES, RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
+from .schema import (FAILURES, RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
                            records_version, validate_record)
 
 RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
@@ -120,7 +120,7 @@ def _grid(grid: dict) -> dict:
 
 
 def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
-    """Validate one decoded record against the harness's schema (``suite.records``, pure standard
+    """Validate one decoded record against the harness's schema (``leaderboard.schema``, pure standard
     library) and the leaderboard's own needs; raises :class:`RecordError` if it cannot be used.
 
     Per-item lists can hold tens of thousands of numbers per record, which the harness's

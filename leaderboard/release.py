@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from suite.choice import SELECTION_RULE
+from .choice import SELECTION_RULE
 
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import aggregate

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from suite.choice import pick, point_label, points, rate_of
+from .choice import pick, point_label, points, rate_of
 
 from .records import LoadedRecords, Record
 
@@ -43,7 +43,7 @@ def _learned(records: list[Record]) -> dict[str, float]:
 
 def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     """Per task, the sweep and the choice of every scorer (empty when nothing was tuned). With
-    ``rule`` (``suite.choice.SELECTION_RULE``; releases from before it pass None), each scorer
+    ``rule`` (``leaderboard.choice.SELECTION_RULE``; releases from before it pass None), each scorer
     also gets the rule's choice recomputed from its sweep records, ``rule_choice``, and the worst
     cell at each rate, ``rate_scores``, and each task names the rule."""
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)

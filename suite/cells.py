@@ -12,66 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from leaderboard.schema import Cell, canonical_json
+
 from .profiles import Profile, ProfileError
-from .records import canonical_json, cell_id
-
-REPORT, SWEEP, TUNED = "report", "sweep", "tuned"
-ROLES = (REPORT, SWEEP, TUNED)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """The ``cell`` object of a record; its canonical JSON hashes to the ``cell_id``."""
-
-    task: str
-    task_version: int
-    track: str
-    scorer: str
-    scorer_version: int
-    scorer_kwargs: dict
-    profile: str
-    seed: int
-    config: dict
-    # "report" (the default, left out of the JSON so that untuned cells keep their ids),
-    # "sweep": a cell of the tuning protocol's sweep (suite/tuning.py), scored on the validation
-    # metric, or "tuned": a reporting cell at the point its sweep chose
-    role: str = REPORT
-
-    def __post_init__(self):
-        if self.role not in ROLES:
-            raise ValueError(f"cell role must be one of {ROLES}, got {self.role!r}")
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        if self.role == REPORT:
-            del d["role"]
-        return json.loads(canonical_json(d))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Cell":
-        names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in d and n != "role"]
-        unknown = sorted(set(d) - set(names))
-        if missing or unknown:
-            raise ValueError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
-        return cls(**{n: d[n] for n in names if n in d})
-
-    @property
-    def is_sweep(self) -> bool:
-        return self.role == SWEEP
-
-    @property
-    def id(self) -> str:
-        return cell_id(self.to_dict())
-
-    @property
-    def label(self) -> str:
-        kw = ",".join(f"{k}={v}" for k, v in sorted(self.scorer_kwargs.items()))
-        rates = ",".join(f"{k}={self.config[k]:g}" for k in sorted(self.config)
-                         if k in ("lr", "weight_decay"))
-        role = f" ({self.role} {rates})" if self.role != REPORT else ""
-        return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}{role}"
-
 
 @dataclass(frozen=True)
 class PlannedCell:

@@ -56,7 +56,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from .cells import REPORT, Cell
+from leaderboard.schema import REPORT, Cell
 
 STEP_KEYS = ("train_steps", "max_steps", "steps")
 CALIBRATION_FRACTION = 0.05
@@ -91,7 +91,7 @@ def _config_key(task: str, task_version: int, config: dict, role: str = "report"
     from tasks import TaskError, get_task_class
     from tasks.config import tunable_keys
 
-    from .records import canonical_json
+    from leaderboard.schema import canonical_json
 
     try:
         free = set(tunable_keys(get_task_class(task).Config))

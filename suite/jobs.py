@@ -34,7 +34,7 @@ def plan_cells(args):
 
 def open_store(results):
     """The :class:`~suite.store.ResultStore` of the results directory ``results``."""
-    from .records import RecordError
+    from leaderboard.schema import RecordError
     from .store import ResultStore
 
     try:

@@ -12,8 +12,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TextColumn, TimeElapsedColumn)
 from rich.table import Table
 
+from leaderboard.schema import HARNESS_FAILURES
+
 from .executors import Event, Progress as CellProgress, Started
-from .records import HARNESS_FAILURES
 from .runner import CellJob, failure_reason
 from .scheduler import RunSummary
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .cells import Cell, config_object
+from leaderboard.schema import SCHEMA_VERSION, Cell, RecordError, validate_record
+
+from .cells import config_object
 from .provenance import peak_memory_mb, provenance, reset_peak_memory, utc_now
-from .records import SCHEMA_VERSION, RecordError, validate_record
 
 
 class CellTimeout(Exception):

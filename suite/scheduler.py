@@ -1,7 +1,7 @@
 """The loop between planned cells, the result store and an executor.
 
 For each cell: skip it when its record exists (unless ``rerun`` says otherwise, or the record is
-stale: written by an older harness, ``suite.records.RECORDS_VERSION``), claim it, hand it
+stale: written by an older harness, ``leaderboard.schema.RECORDS_VERSION``), claim it, hand it
 to the executor, write the record it returns, release the claim. Only this loop writes records, so
 whatever engine runs the cells, a record on disk is complete and a killed run loses only the cells
 in flight.
@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from leaderboard.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
+
 from .cells import PlannedCell
 from .executors import Event, Executor
-from .records import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
 from .runner import CellJob, run_cell
 from .store import ResultStore
 

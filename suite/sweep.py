@@ -1,5 +1,5 @@
 """The cells of a tuned run: sweep cells first, then each (task, scorer)'s reporting cells at the
-point its sweep chose (the protocol is in :mod:`suite.tuning` and :mod:`suite.choice`).
+point its sweep chose (the protocol is in :mod:`suite.tuning` and :mod:`leaderboard.choice`).
 
 ``plan_run`` expands a profile as :func:`suite.cells.expand` does and, for every task with a grid
 in ``[tuning]``, replaces its reporting cells by the sweep cells of the grid; the scheduler asks
@@ -12,9 +12,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .cells import SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
+from leaderboard.choice import Choice, Point, choose, point_label, points
+from leaderboard.schema import SWEEP, TUNED, Cell
+
+from .cells import PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
-from .choice import Choice, Point, choose, point_label, points
 from .tuning import Tuning, parse_tuning, record_block
 
 ALL_FAILED = "every point of the tuning grid failed"

@@ -16,7 +16,7 @@ A profile's ``[tuning]`` table::
 ``enabled = false`` turns a table inherited from another profile off. Tasks without a grid run
 untuned at the profile's config.
 
-The sweep cells and the choice made from them: :mod:`suite.choice`.
+The sweep cells and the choice made from them: :mod:`leaderboard.choice`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .choice import SELECTION_RULE, Choice, is_rate
+from leaderboard.choice import SELECTION_RULE, Choice, is_rate
+
 from .profiles import Profile, ProfileError
 
 TUNING_KEYS = ("enabled", "seeds", "max_extensions", "grid")

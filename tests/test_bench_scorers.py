@@ -10,7 +10,7 @@ import torch
 from tasks.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
                          parse_shapes, scorer_rows)
 from suite.commands.bench import run_bench_cells
-from suite.records import validate_record
+from leaderboard.schema import validate_record
 from tasks import TaskError, create_task
 
 TINY = [[2, 2, 16, 8]]

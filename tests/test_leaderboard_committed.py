@@ -15,7 +15,7 @@ from leaderboard_fakes import make_record, populate, write_record
 from leaderboard.aggregate import build_board
 from leaderboard.release import ReleaseError, publish, reproduce
 from suite import cli
-from suite.records import RECORDS_VERSION, dumps_compact, gzip_bytes
+from leaderboard.schema import RECORDS_VERSION, dumps_compact, gzip_bytes
 
 N_BOOT = 200
 
@@ -148,7 +148,7 @@ def test_every_committed_tuned_scorer_is_reported_at_the_rules_choice():
     from leaderboard import tuning
     from leaderboard.records import load_records
     from leaderboard.selection import split_superseded
-    from suite.choice import SELECTION_RULE
+    from leaderboard.choice import SELECTION_RULE
 
     repo = Path(__file__).resolve().parent.parent
     loaded = load_records(repo / "leaderboard" / "records")

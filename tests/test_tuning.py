@@ -22,7 +22,7 @@ from suite.profiles import ProfileError, load_profile
 from suite.scheduler import run_cells
 from suite.store import ResultStore
 from suite.sweep import plan_run
-from suite.choice import choose, grown, points
+from leaderboard.choice import choose, grown, points
 from suite.tuning import parse_tuning
 
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()

@@ -7,7 +7,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from suite.records import TRACKS
+from ..schema import TRACKS
 
 from .. import markdown as md
 from .claims import claims_tab

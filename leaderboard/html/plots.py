@@ -2,7 +2,7 @@
 shows."""
 from __future__ import annotations
 
-from suite.records import TRACKS
+from ..schema import TRACKS
 
 from .. import markdown as md
 from ..plots import safe_name

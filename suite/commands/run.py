@@ -94,7 +94,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
              estimate_from: tuple = ()) -> int:
     from rich.table import Table
 
-    from ..records import stale_reason
+    from leaderboard.schema import stale_reason
     from ..scheduler import should_rerun
     from ..sweep import dry_run_cells
 
@@ -151,7 +151,7 @@ def print_estimate(console, cells, store, workers: int = 1, declared: dict | Non
     import scorers
 
     from ..estimate import StepCost, device_class, duration, estimate
-    from ..records import RecordError
+    from leaderboard.schema import RecordError
     from ..runner import default_device, worker_threads
     from ..store import ResultStore
 

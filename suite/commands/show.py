@@ -27,7 +27,7 @@ def run(args) -> int:
     from rich.table import Table
 
     from ..progress import STYLE
-    from ..records import RecordError
+    from leaderboard.schema import RecordError
     from ..store import ResultStore
 
     store = ResultStore(args.results)

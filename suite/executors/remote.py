@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from ..records import validate_record
+from leaderboard.schema import validate_record
+
 from ..runner import CellJob, run_cell_with_oom_retry
 
 

@@ -4,10 +4,12 @@ This module is pure standard library (no torch), so the leaderboard can validate
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,6 @@ HARNESS_FAILURES = ("error", "oom", "timeout")
 # Every status that is neither ok nor skipped.
 FAILURES = TRAINING_FAILURES + HARNESS_FAILURES
 
-CELL_FIELDS = {
-    "task": str, "task_version": int, "track": str, "scorer": str, "scorer_version": int,
-    "scorer_kwargs": dict, "profile": str, "seed": int, "config": dict,
-}
-# Present only in the cells of the tuning protocol: role "sweep" (a sweep cell) or "tuned" (a
-# reporting cell at the chosen point); an untuned cell leaves it out, so its id does not change.
-OPTIONAL_CELL_FIELDS = {"role": str}
-CELL_ROLES = ("sweep", "tuned")
 PROVENANCE_FIELDS = {
     "git_sha": (str, type(None)), "git_dirty": (bool, type(None)), "harness_version": str,
     "packages": dict, "device": str, "hardware": str, "host": str, "dtype": str,
@@ -51,6 +45,73 @@ RECORD_FIELDS = ("schema_version", "cell_id", "cell", "status", "message", "step
 # selection metric and the sweep cells.
 OPTIONAL_RECORD_FIELDS = ("tuning",)
 GRID_FIELDS = ("rows_name", "cols_name", "rows", "cols", "values")
+
+
+REPORT, SWEEP, TUNED = "report", "sweep", "tuned"
+ROLES = (REPORT, SWEEP, TUNED)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The ``cell`` object of a record; its canonical JSON hashes to the ``cell_id``."""
+
+    task: str
+    task_version: int
+    track: str
+    scorer: str
+    scorer_version: int
+    scorer_kwargs: dict
+    profile: str
+    seed: int
+    config: dict
+    # "report" (the default, left out of the JSON so that untuned cells keep their ids),
+    # "sweep": a cell of the tuning protocol's sweep (suite/tuning.py), scored on the validation
+    # metric, or "tuned": a reporting cell at the point its sweep chose
+    role: str = REPORT
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"cell role must be one of {ROLES}, got {self.role!r}")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        if self.role == REPORT:
+            del d["role"]
+        return json.loads(canonical_json(d))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cell":
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in d and n != "role"]
+        unknown = sorted(set(d) - set(names))
+        if missing or unknown:
+            raise ValueError(f"cell: missing field(s) {missing}, unknown field(s) {unknown}")
+        return cls(**{n: d[n] for n in names if n in d})
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.role == SWEEP
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.to_dict())
+
+    @property
+    def label(self) -> str:
+        kw = ",".join(f"{k}={v}" for k, v in sorted(self.scorer_kwargs.items()))
+        rates = ",".join(f"{k}={self.config[k]:g}" for k in sorted(self.config)
+                         if k in ("lr", "weight_decay"))
+        role = f" ({self.role} {rates})" if self.role != REPORT else ""
+        return f"{self.task} {self.scorer}{f'({kw})' if kw else ''} seed {self.seed}{role}"
+
+
+# The fields of a record's ``cell`` object and their types: the fields of :class:`Cell`. ``role``
+# is present only in the cells of the tuning protocol ("sweep" or "tuned"); an untuned cell
+# leaves it out, so its id does not change.
+CELL_FIELDS = {f.name: {"str": str, "int": int, "dict": dict}[f.type]
+               for f in dataclasses.fields(Cell) if f.name != "role"}
+OPTIONAL_CELL_FIELDS = {"role": str}
+CELL_ROLES = (SWEEP, TUNED)
 
 
 class RecordError(ValueError):
@@ -247,5 +308,5 @@ def stale_reason(record: dict) -> str | None:
     version = records_version(record)
     if version < RECORDS_VERSION:
         return (f"records version {version} < {RECORDS_VERSION} (written by an older harness; "
-                f"RECORDS_VERSION in suite/records.py)")
+                f"RECORDS_VERSION in leaderboard/schema.py)")
     return None
