@@ -3,6 +3,7 @@ README and the root LEADERBOARD.md. Everything shown is read from the Board, not
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any, Iterable
 
 import pandas as pd
@@ -10,7 +11,7 @@ from tabulate import tabulate
 
 from .schema import TRACKS
 
-from . import changes, marks
+from . import changes, marks, summary
 from .board import DESCRIPTIVE_TRACKS
 from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
 
@@ -582,19 +583,44 @@ def method_text(meta: dict) -> str:
         + PAPER_DIFFERENCES
 
 
-def leaderboard_index(latest, latest_link: str, plots: list[str], plot_prefix: str,
-                      releases: list[tuple[dict, str]]) -> str:
-    """The root LEADERBOARD.md: the latest release in full, then every release with a link.
+def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]) -> str:
+    """The root LEADERBOARD.md, the front page: the latest release's answer in sentences, one
+    compact table per profile, links to the release's sections, and every release as a link.
     ``releases`` holds (meta, link to its README) newest first."""
     m = latest.meta
+    sections = {track: f"{latest_link}#{_anchor(TRACK_TITLES[track])}" for track in TRACKS}
+    task_links = {r["task"]: sections[r["track"]] for r in _records(latest.rows)}
     lines = ["# scorebench leaderboard", "",
-             f"Latest release: **[{m['release']}]({latest_link})**", ""] + header_lines(latest)
-    lines += [""] + board_sections(latest, plots, prefix=plot_prefix)
-    body = [[f"[{cell_text(meta['release'])}]({link})",
-             f"{meta['date_first']} to {meta['date_last']}",
-             str(meta["n_used"]), ", ".join(meta["profiles"]), short_shas(meta["git_sha"]),
-             cell_text(joined(meta["hardware"]))] for meta, link in releases]
-    lines += ["## All releases", "",
-              _table(body, ["release", "dates", "records", "profiles", "harness", "hardware"]), "",
-              "## Method", "", method_text(m)]
+             f"Latest release: **[{m['release']}]({latest_link})**", "",
+             _wrap(f"{m['n_used']} records, profile(s) {', '.join(m['profiles']) or 'none'}, "
+                   f"{m['date_first']} to {m['date_last']}, baseline `{m['baseline']}`, "
+                   f"α = {m['alpha']}, {'; '.join(m.get('hardware') or []) or 'unknown hardware'}."),
+             ""]
+    lines += [_wrap(sentence, "- ") for sentence in summary.sentences(latest)] + [""]
+    for profile in m["profiles"]:
+        if any(r["profile"] == profile for r in _records(latest.overall)):
+            table = summary.front_table(latest, profile, task_links)
+            lines += [f"## Overall ({profile})", ""] + [
+                line if line.startswith(("|", "[")) else _wrap(line) for line in table] + [""]
+    lines += ["## In the release", ""]
+    lines += [f"- [{title}]({latest_link}#{_anchor(title)})" for title in (
+        "Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS), "Failed and skipped cells",
+        "Method")]
+    lines += [f"- [Plots]({latest_link}#plots)", "- The same numbers as a page: "
+              f"[index.html]({latest_link.rsplit('/', 1)[0]}/index.html) (`scorebench serve`)"]
+    lines += ["", "## Releases", ""]
+    lines += [f"- [{meta['release']}]({link}): {meta['date_first']} to {meta['date_last']}, "
+              f"{meta['n_used']} records" for meta, link in releases]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _wrap(text: str, bullet: str = "") -> str:
+    """``text`` as a markdown paragraph (or list item) wrapped at 100 characters."""
+    return textwrap.fill(text, 100, initial_indent=bullet, subsequent_indent=" " * len(bullet),
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _anchor(title: str) -> str:
+    """The anchor a markdown renderer gives a heading (GitHub's rule)."""
+    keep = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")

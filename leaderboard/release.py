@@ -146,11 +146,8 @@ def write_leaderboard_md(releases_dir: str | Path, path: str | Path) -> Path | N
     def link(target: Path) -> str:
         return Path(os.path.relpath(os.path.abspath(target), base)).as_posix()
 
-    plot_files = sorted(p.relative_to(latest_dir).as_posix()
-                        for p in (latest_dir / "plots").glob("*.png"))
-    ordered = plot_order(plot_files)
     text = markdown.leaderboard_index(
-        latest, link(latest_dir / "README.md"), ordered, link(latest_dir) + "/",
+        latest, link(latest_dir / "README.md"),
         [(meta, link(d / "README.md")) for d, meta in releases])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8", newline="\n")

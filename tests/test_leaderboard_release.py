@@ -109,9 +109,9 @@ def test_leaderboard_md_shows_latest_and_links_all(tmp_path):
     assert "2025-03-04" in text
     assert "[older](../lb/releases/older/README.md)" in text
     assert [d.name for d, _ in list_releases(releases)] == ["newer", "older"]
-    for target in ("../lb/releases/newer/README.md", "../lb/releases/older/README.md",
-                   "../lb/releases/newer/plots/normalized__cpu.png"):
+    for target in ("../lb/releases/newer/README.md", "../lb/releases/older/README.md"):
         assert target in text and (index.parent / target).resolve().is_file()
+    assert "](../lb/releases/newer/README.md#in-context-learning-icl)" in text
     # Same day, later in the day: newest, though its name sorts first.
     same_day = tmp_path / "same_day"
     populate(same_day, {"softmax": 0.0, "ssa": -0.1}, with_grid=False,

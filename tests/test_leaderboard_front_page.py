@@ -1,0 +1,71 @@
+"""The front page (LEADERBOARD.md): the answer in sentences and one compact table."""
+import re
+from pathlib import Path
+
+import numpy as np
+
+from leaderboard import summary
+from leaderboard.aggregate import build_board
+from leaderboard.release import write_leaderboard_md
+from leaderboard_fakes import make_record, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+ERROR = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
+
+
+def board_of(tmp_path):
+    rng = np.random.default_rng(0)
+    means = {"softmax": 0.30, "good": 0.20, "bad": 0.45, "same": 0.30}
+    for task in ("task_a", "task_b"):
+        noise = rng.normal(0, 0.01, 5)
+        for scorer, m in means.items():
+            for seed in range(5):
+                value = m + noise[seed] + rng.normal(0, 0.002)
+                write_record(tmp_path, make_record(task, scorer, seed, {"error": value},
+                                                   specs=ERROR))
+    return build_board(tmp_path).with_release("r")
+
+
+def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_leader(tmp_path):
+    lines = summary.sentences(board_of(tmp_path))
+    text = " ".join(lines)
+    assert re.search(r"1 of 4 scorers share the top tier .*: good\.", text)
+    assert "softmax is in tier 2" in text
+    assert "each weighing 1/2" in text
+    for task in ("task_a", "task_b"):
+        assert (f"{task}: best mean error good" in text
+                and "significantly better than softmax by more than the minimum effect" in text)
+
+
+def test_the_table_marks_each_task_against_the_baseline(tmp_path):
+    lines = summary.front_table(board_of(tmp_path), "cpu", {"task_a": "r.md#a"})
+    header, rows = lines[0], [l for l in lines[2:] if l.startswith("| ")]
+    assert header.count("|") - 1 <= 10
+    by = {re.sub(r"\*", "", r.split("|")[2].strip()): r for r in rows}
+    assert "▲" in by["good"] and "▼" in by["bad"] and "▲" not in by["same"]
+    assert by["good"].split("|")[2].strip() == "**good**"          # tier 1 in bold
+    assert max(len(l) for l in lines if l.startswith("|")) <= 150
+    assert "[task_a]: r.md#a" in lines
+
+
+def test_the_committed_front_page_is_short_and_narrow(tmp_path):
+    path = write_leaderboard_md(ROOT / "leaderboard" / "releases", tmp_path / "LEADERBOARD.md")
+    text = path.read_text(encoding="utf-8")
+    assert len(text.encode()) <= 25_000
+    links = re.compile(r"^(\[[^\]]+\]: |- \[)")
+    assert all(len(line) <= 200 for line in text.splitlines() if not links.match(line))
+    first_screen = "\n".join(text.splitlines()[:25])
+    assert "share the top tier" in first_screen and "softmax is in tier" in first_screen
+
+
+def test_summary_prints_the_sentences_of_a_release_and_suggests_a_misspelt_one(capsys):
+    import pytest
+
+    from suite.cli import main
+
+    releases = str(ROOT / "leaderboard" / "releases")
+    assert main(["summary", "--out", releases]) == 0
+    out = capsys.readouterr().out
+    assert "share the top tier" in out and "softmax is in tier" in out
+    with pytest.raises(SystemExit, match="did you mean '2026-12-04-cpu-tuned-2'"):
+        main(["summary", "2026-12-04-cpu-tuned-x", "--out", releases])
