@@ -219,6 +219,9 @@ def test_plugin_through_the_cli(tmp_path, isolated_registry, capsys, monkeypatch
     path.write_text(PLUGIN)
     assert cli.main(["ls", "scorers", "plugin_*", "--plugin", str(path)]) == 0
     assert "plugin_tanh_softmax" in capsys.readouterr().out
+    assert cli.main(["ls", "scorers", "--plugin", str(path), "plugin_*"]) == 0
+    shown = capsys.readouterr().out
+    assert "plugin_tanh_softmax" in shown and "softmax_plus_one" not in shown
     assert "plugin_tanh_softmax" in list_scorers()
 
 
