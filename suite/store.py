@@ -115,6 +115,10 @@ def store_compression(root: str | Path) -> str:
     return compression
 
 
+class NoSuchRecord(RecordError):
+    """No record has the cell id asked for."""
+
+
 @dataclass(frozen=True)
 class Claim:
     path: Path
@@ -212,7 +216,7 @@ class ResultStore:
         matches = sorted(p for suffix in RECORD_SUFFIXES
                          for p in self.root.glob(f"*/*/{cell_id}*{suffix}"))
         if not matches:
-            raise RecordError(f"no record with cell id {cell_id!r} under {self.root}; "
+            raise NoSuchRecord(f"no record with cell id {cell_id!r} under {self.root}; "
                               f"pass --results DIR if the results are elsewhere")
         if len(matches) > 1:
             ids = ", ".join(p.stem for p in matches[:5])
