@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ from scorers import registry as scorer_registry
 from suite.cli import main
 from tasks import registry as task_registry
 
+REPO = Path(__file__).resolve().parents[1]
 TASKS = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
 TASK = "suite_test_tuned"
 MY_SCORER = '''
@@ -89,3 +94,47 @@ def test_beside_without_a_scorer_or_a_release_says_what_to_give(tmp_path, capsys
         cli("beside", "--board", tmp_path)
     with pytest.raises(SystemExit, match="holds no release"):
         cli("beside", "--scorers", "softmax", "--board", tmp_path)
+
+
+BROKEN = {
+    "a weights that takes no mask": ("    def weights(self, s):\n", "does not take (s, mask)"),
+    "a misspelt weights": ("    def wieghts(self, s, mask):\n", "defines wieghts, not weights"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_a_broken_plugin_scorer_stops_the_dry_run_within_seconds_with_its_traceback(tmp_path,
+                                                                                     broken):
+    line, said = BROKEN[broken]
+    mine = tmp_path / "my_scorer.py"
+    mine.write_text(MY_SCORER.replace("    def weights(self, s, mask):\n", line))
+    started = time.monotonic()
+    done = run_cli(REPO, "beside", "--plugin", mine, "--scorers", "softmax_half", "--dry-run",
+                   "--results", tmp_path / "mine")
+    assert time.monotonic() - started < 30
+    assert done.returncode != 0 and "cells" not in done.stdout
+    err = done.stderr
+    assert err.startswith("scorebench beside: scorer softmax_half cannot run") and said in err
+    assert f"scorebench check --plugin {os.path.realpath(mine)} --scorers softmax_half" in err
+    assert f'  File "{os.path.realpath(mine)}", line 9, in SoftmaxHalf.' in err
+    assert not (tmp_path / "mine").exists()
+
+
+def test_a_plugin_scorer_that_raises_stops_the_run_with_its_own_frames(tmp_path, capsys):
+    mine = tmp_path / "my_scorer.py"
+    mine.write_text(MY_SCORER.replace("return torch.softmax((s / 2)", "return torch.softmax((s.view(-1, 3) / 2)"))
+    with pytest.raises(SystemExit) as stopped:
+        cli("run", "--plugin", TASKS, "--plugin", mine, "--scorers", "softmax_half", "--profile",
+            profile(tmp_path / "p.toml"), "--results", tmp_path / "mine")
+    message = str(stopped.value)
+    assert "scorer softmax_half" in message and "raised RuntimeError" in message
+    frames = [ln for ln in message.splitlines() if ln.startswith("  File ")]
+    assert frames == [f'  File "{os.path.realpath(mine)}", line 10, in weights']
+    assert not (tmp_path / "mine").exists()
+
+
+def run_cli(cwd, *args) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "suite.cli", *map(str, args)], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+                          timeout=120)
