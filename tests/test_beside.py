@@ -56,7 +56,7 @@ def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
 
 
-def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path):
+def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path, capsys):
     prof = profile(tmp_path / "board.toml")
     board = tmp_path / "board"
     assert cli("run", "--plugin", TASKS, "--profile", prof, "--results", board / "records") == 0
@@ -69,7 +69,12 @@ def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path
 
     args = ("--plugin", TASKS, "--plugin", mine, "--scorers", "softmax_half", "--board", board,
             "--profile", prof, "--results", results)
+    capsys.readouterr()
     assert cli("beside", *args, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == (f"joining release r1 of {board}: profile {prof}, seeds "
+                                   "[0, 1, 2] (the baseline softmax's)")
+    assert "records (" in out and "calibration" not in out     # the board's records time it
     assert not list(results.rglob("*.json"))
     assert cli("beside", *args) == 0
 
@@ -96,6 +101,15 @@ def test_beside_without_a_scorer_or_a_release_says_what_to_give(tmp_path, capsys
         cli("beside", "--scorers", "softmax", "--board", tmp_path)
 
 
+def test_beside_help_states_its_own_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli("beside", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default ./beside-results)" in text and "(default ./results)" not in text
+    assert "(default: the newest release's profile)" in text and "default cpu" not in text
+    assert "the seeds of the newest release's baseline" in text
+
+
 BROKEN = {
     "a weights that takes no mask": ("    def weights(self, s):\n", "does not take (s, mask)"),
     "a misspelt weights": ("    def wieghts(self, s, mask):\n", "defines wieghts, not weights"),
@@ -113,6 +127,7 @@ def test_a_broken_plugin_scorer_stops_the_dry_run_within_seconds_with_its_traceb
                    "--results", tmp_path / "mine")
     assert time.monotonic() - started < 30
     assert done.returncode != 0 and "cells" not in done.stdout
+    assert done.stdout.startswith("joining release ")
     err = done.stderr
     assert err.startswith("scorebench beside: scorer softmax_half cannot run") and said in err
     assert f"scorebench check --plugin {os.path.realpath(mine)} --scorers softmax_half" in err
