@@ -40,9 +40,12 @@ Per cell, in this order:
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
 model, the decoder or the encoder), measured once per dry run by ``bench_train`` at its small
-size with the paths training takes (:class:`StepCost`; about a second per scorer and backbone).
-The board's cells of one task differ mostly by this: 1.5-entmax by bisection trains 5-10x
-slower than softmax on a CPU, stick-breaking 2.5x. Tasks on other tracks (probes, cost) count 1.
+size with the paths training takes, in process CPU time on a CPU (:class:`StepCost`; about a
+second per scorer and backbone), for the scorers to run and, of the recorded ones, only the
+fastest, middle and slowest per backbone (:func:`anchor_scorers`), which place the line as well
+as all of them. The board's cells of one task differ mostly by this: 1.5-entmax by bisection
+trains 5-10x slower than softmax on a CPU, stick-breaking 2.5x. Tasks on other tracks (probes,
+cost) count 1. A scorer the bench cannot train is an error (:class:`StepCostError`).
 
 The total of a task is the sum over its cells; with ``w`` workers the wall time is about
 total / w (cells are independent).
@@ -312,7 +315,8 @@ class StepCost:
     the task's track (1.0 for softmax, for other tracks, and for a causal-only scorer on the
     bidirectional encoder, whose cells are skipped; None for a scorer not benched there),
     measured on first use for ``scorers`` and the backbone's ``anchors`` (:func:`anchor_scorers`)
-    on that backbone in one interleaved ``bench_train``
+    on that backbone in one interleaved ``bench_train`` (on a CPU in process CPU time, which the
+    load of other jobs on a shared machine barely moves)
     (small size, ``repeats`` steps after one warm-up, training's paths, ``threads`` torch threads
     as a cell gets them; 0: torch's choice). A scorer the bench cannot run is a
     :class:`StepCostError` naming its error, not a cost."""
@@ -358,9 +362,10 @@ class StepCost:
 
         from tasks.bench import TrainBenchConfig, bench_train, train_rows
 
+        cuda = self.device.startswith("cuda")
         config = TrainBenchConfig(backbones=[backbone], repeats=self.repeats, warmup=1,
-                                  device="cuda" if self.device.startswith("cuda") else "cpu",
-                                  threads=self.threads)
+                                  device="cuda" if cuda else "cpu", threads=self.threads,
+                                  clock="wall" if cuda else "cpu")
         before = torch.get_num_threads()
         try:
             result = bench_train(self.benched(backbone), config)

@@ -174,8 +174,11 @@ class Estimator:
         registered = set(scorers.list_scorers())
         anchors = {backbone: names & registered
                    for backbone, names in anchor_scorers(self.records, self.hw, cells).items()}
+        # On a CPU the ratios are timed on one thread: two threads on two cores shared with
+        # other jobs took 3-20x longer to time the same steps, to no steadier ratios.
         self.step_cost = StepCost(self.device, registered & {c.scorer for c in cells},
-                                  threads=self.threads, anchors=anchors)
+                                  threads=self.threads if self.device.startswith("cuda") else 1,
+                                  anchors=anchors)
 
     def print(self, cells) -> None:
         """Per task: cells to run, expected time per cell and in total, and whence."""
