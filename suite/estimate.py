@@ -315,11 +315,10 @@ class StepCost:
     the task's track (1.0 for softmax, for other tracks, and for a causal-only scorer on the
     bidirectional encoder, whose cells are skipped; None for a scorer not benched there),
     measured on first use for ``scorers`` and the backbone's ``anchors`` (:func:`anchor_scorers`)
-    on that backbone in one interleaved ``bench_train`` (on a CPU in process CPU time, which the
-    load of other jobs on a shared machine barely moves)
-    (small size, ``repeats`` steps after one warm-up, training's paths, ``threads`` torch threads
-    as a cell gets them; 0: torch's choice). A scorer the bench cannot run is a
-    :class:`StepCostError` naming its error, not a cost."""
+    on that backbone in one interleaved ``bench_train`` (small size, ``repeats`` steps after one
+    warm-up, training's paths, ``threads`` torch threads, 0: torch's choice; on a CPU in process
+    CPU time, which the load of other jobs on a shared machine barely moves). A scorer the bench
+    cannot run is a :class:`StepCostError` naming its error, not a cost."""
 
     def __init__(self, device: str, scorers: Iterable[str], *, repeats: int = 3,
                  threads: int = 0, anchors: dict[str, set[str]] | None = None):
@@ -345,11 +344,15 @@ class StepCost:
         if backbone not in self.ratios:
             self.ratios[backbone], self.errors[backbone] = self.measure(backbone)
         if scorer not in self.ratios[backbone]:
+            from scorers.trial import is_builtin, source_of
+
             error = self.errors[backbone].get(scorer, "no step time")
+            plugin = ("" if is_builtin(scorer) else
+                      f"--plugin {source_of(scorers.get_scorer_class(scorer))[0]} ")
             raise StepCostError(f"the step-cost bench could not train scorer {scorer} on the "
                                 f"{backbone} backbone ({error}), so its cells have no estimate; "
-                                f"fix the scorer (`scorebench check --scorers {scorer}` runs the "
-                                "scorer checks on it) or leave it out of --scorers")
+                                f"fix the scorer (`scorebench check {plugin}--scorers {scorer}` "
+                                "runs the scorer checks on it) or leave it out of --scorers")
         return self.ratios[backbone][scorer]
 
     def benched(self, backbone: str) -> list[str]:

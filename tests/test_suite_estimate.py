@@ -276,13 +276,15 @@ def test_a_scorer_the_step_cost_bench_cannot_run_is_an_error_not_softmaxs_cost(m
     from suite.estimate import StepCost, StepCostError
 
     monkeypatch.setattr(StepCost, "measure", lambda self, backbone: (
-        {"softmax": 1.0}, {"mine": "TypeError: weights() takes 2 positional arguments"}))
-    cost = StepCost("cpu", ["softmax", "mine"])
-    with pytest.raises(StepCostError, match="could not train scorer mine on the icl backbone "
+        {"softmax": 1.0}, {"relu": "TypeError: weights() takes 2 positional arguments"}))
+    cost = StepCost("cpu", ["softmax", "relu"])
+    with pytest.raises(StepCostError, match="could not train scorer relu on the icl backbone "
                                             r"\(TypeError: weights\(\) takes 2"):
-        cost("icl_linear", "mine")
+        cost("icl_linear", "relu")
+    with pytest.raises(StepCostError, match="`scorebench check --scorers relu`"):
+        cost("icl_mqar", "relu")
     with pytest.raises(StepCostError):
-        estimate([cell("mine", 0)], [timed("softmax", 0, 10.0)], "cpu", hardware_name=HW,
+        estimate([cell("relu", 0)], [timed("softmax", 0, 10.0)], "cpu", hardware_name=HW,
                  calibrator=no_calibration, step_cost=cost)
 
 
