@@ -62,26 +62,37 @@ def _not_a_plugin_file(path: Path) -> str:
     return f"plugin file {str(path)!r} is not a Python source file (name it *.py)"
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _plugin_failure(path: Path, exc: BaseException) -> PluginFailure:
-    """The failure of a plugin's import, its traceback cut to the frames from the plugin file's
-    first one on (the loader's frames above it say nothing about the plugin)."""
-    plugin = os.path.realpath(path)
+def own_frames(exc: BaseException, file: str | Path) -> str | None:
+    """``exc``'s traceback cut to the frames from ``file``'s first one on (the loader's or the
+    harness's frames above it say nothing about that file's code); None when no frame is in
+    ``file``."""
+    own = os.path.realpath(file)
     report = traceback.TracebackException.from_exception(exc)
-    reason = _one_line(exc)
     first = next((i for i, frame in enumerate(report.stack)
-                  if os.path.realpath(frame.filename) == plugin), None)
-    if first is not None:
-        report.stack = traceback.StackSummary.from_list(report.stack[first:])
-    elif isinstance(exc, SyntaxError) and exc.filename and os.path.realpath(exc.filename) == plugin:
+                  if os.path.realpath(frame.filename) == own), None)
+    if first is None:
+        return None
+    report.stack = traceback.StackSummary.from_list(report.stack[first:])
+    return "".join(report.format())
+
+
+def _plugin_failure(path: Path, exc: BaseException) -> PluginFailure:
+    """The failure of a plugin's import, its traceback cut to the plugin file's frames."""
+    reason = one_line(exc)
+    frames = own_frames(exc, path)
+    if frames is not None:
+        return PluginFailure(str(path), reason, frames)
+    if isinstance(exc, SyntaxError) and exc.filename and (
+            os.path.realpath(exc.filename) == os.path.realpath(path)):
+        report = traceback.TracebackException.from_exception(exc)
         report.stack = traceback.StackSummary()  # the file, line and caret say it all
-    else:
-        return PluginFailure(str(path), f"cannot read plugin file {str(path)!r}: {reason}")
-    return PluginFailure(str(path), reason, "".join(report.format()))
+        return PluginFailure(str(path), reason, "".join(report.format()))
+    return PluginFailure(str(path), f"cannot read plugin file {str(path)!r}: {reason}")
 
 
 def load_entry_points() -> None:
@@ -94,6 +105,6 @@ def load_entry_points() -> None:
         except Exception as exc:
             PLUGIN_FAILURES.append(PluginFailure(
                 f"entry point {ep.name} = {ep.value}",
-                _one_line(exc), traceback.format_exc()))
+                one_line(exc), traceback.format_exc()))
             print(f"scorebench: entry point {ep.value!r} failed to import; other scorers are "
                   f"unaffected:\n{PLUGIN_FAILURES[-1].traceback}", file=sys.stderr)

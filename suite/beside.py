@@ -37,24 +37,29 @@ def board_setting(board: Path) -> tuple[str, dict, list[int], str]:
     return path.name, meta, seeds, meta["profiles"][0]
 
 
-def beside(args: argparse.Namespace) -> int:
-    """Run the user's scorers at the board's profile and seeds, then publish them beside the
-    committed records; the run's exit status (1 when a cell failed)."""
+def joining_line(board: Path, release: str, meta: dict, seeds: list[int], args) -> str:
+    """The first line ``beside`` prints: the release, profile and seeds the user's scorers
+    join."""
+    whose = (f"the baseline {meta['baseline']}'s" if args.seeds == seeds
+             else f"given with --seeds; the baseline {meta['baseline']}'s are {seeds}")
+    return (f"joining release {release} of {board}: profile {args.profile}, seeds {args.seeds} "
+            f"({whose})")
+
+
+def beside(args: argparse.Namespace, release: str, meta: dict) -> int:
+    """Run the user's scorers at ``args.profile`` and ``args.seeds`` (the release's unless
+    given), then publish them beside the committed records of ``release``; the run's exit
+    status (1 when a cell failed)."""
     from leaderboard.release import ReleaseError
+
+    import scorers
 
     from .jobs import run_profile
     from .publishing import publish_release
 
     board = Path(args.board)
-    release, meta, seeds, profile = board_setting(board)
-    run_args = argparse.Namespace(**{**vars(args), "profile": args.profile or profile,
-                                     "seeds": args.seeds or seeds, "tasks": args.tasks})
-    print(f"joining release {release} of {board}: profile {run_args.profile}, seeds "
-          f"{run_args.seeds} (the baseline {meta['baseline']}'s)")
-    status = run_profile(run_args)
+    status = run_profile(args)
     results = Path(args.results)
-    import scorers
-
     name = f"{release}{BESIDE_SUFFIX}{'+'.join(sorted(scorers.resolve_scorers(args.scorers)))}"
     try:
         publish_release([board / "records", results], name, results / "releases",

@@ -11,6 +11,24 @@ import sys
 from . import commands
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser, whose positionals may follow its options (``ls scorers --plugin
+    f.py 'pat*'``: plain argparse takes the positionals of one run of words only)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        nested = any(a.nargs in (argparse.PARSER, argparse.REMAINDER)
+                     for a in self._get_positional_actions())
+        if self._intermixing or nested:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
@@ -19,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="scorebench",
         description="Benchmark attention scoring functions under one harness.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub, common)

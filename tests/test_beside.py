@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ from scorers import registry as scorer_registry
 from suite.cli import main
 from tasks import registry as task_registry
 
+REPO = Path(__file__).resolve().parents[1]
 TASKS = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
 TASK = "suite_test_tuned"
 MY_SCORER = '''
@@ -51,7 +56,7 @@ def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
 
 
-def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path):
+def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path, capsys):
     prof = profile(tmp_path / "board.toml")
     board = tmp_path / "board"
     assert cli("run", "--plugin", TASKS, "--profile", prof, "--results", board / "records") == 0
@@ -64,7 +69,12 @@ def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path
 
     args = ("--plugin", TASKS, "--plugin", mine, "--scorers", "softmax_half", "--board", board,
             "--profile", prof, "--results", results)
+    capsys.readouterr()
     assert cli("beside", *args, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == (f"joining release r1 of {board}: profile {prof}, seeds "
+                                   "[0, 1, 2] (the baseline softmax's)")
+    assert "records (" in out and "calibration" not in out     # the board's records time it
     assert not list(results.rglob("*.json"))
     assert cli("beside", *args) == 0
 
@@ -89,3 +99,57 @@ def test_beside_without_a_scorer_or_a_release_says_what_to_give(tmp_path, capsys
         cli("beside", "--board", tmp_path)
     with pytest.raises(SystemExit, match="holds no release"):
         cli("beside", "--scorers", "softmax", "--board", tmp_path)
+
+
+def test_beside_help_states_its_own_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli("beside", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default ./beside-results)" in text and "(default ./results)" not in text
+    assert "(default: the newest release's profile)" in text and "default cpu" not in text
+    assert "the seeds of the newest release's baseline" in text
+
+
+BROKEN = {
+    "a weights that takes no mask": ("    def weights(self, s):\n", "does not take (s, mask)"),
+    "a misspelt weights": ("    def wieghts(self, s, mask):\n", "defines wieghts, not weights"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_a_broken_plugin_scorer_stops_the_dry_run_within_seconds_with_its_traceback(tmp_path,
+                                                                                     broken):
+    line, said = BROKEN[broken]
+    mine = tmp_path / "my_scorer.py"
+    mine.write_text(MY_SCORER.replace("    def weights(self, s, mask):\n", line))
+    started = time.monotonic()
+    done = run_cli(REPO, "beside", "--plugin", mine, "--scorers", "softmax_half", "--dry-run",
+                   "--results", tmp_path / "mine")
+    assert time.monotonic() - started < 30
+    assert done.returncode != 0 and "cells" not in done.stdout
+    assert done.stdout.startswith("joining release ")
+    err = done.stderr
+    assert err.startswith("scorebench beside: scorer softmax_half cannot run") and said in err
+    assert f"scorebench check --plugin {os.path.realpath(mine)} --scorers softmax_half" in err
+    assert f'  File "{os.path.realpath(mine)}", line 9, in SoftmaxHalf.' in err
+    assert not (tmp_path / "mine").exists()
+
+
+def test_a_plugin_scorer_that_raises_stops_the_run_with_its_own_frames(tmp_path, capsys):
+    mine = tmp_path / "my_scorer.py"
+    mine.write_text(MY_SCORER.replace("return torch.softmax((s / 2)", "return torch.softmax((s.view(-1, 3) / 2)"))
+    with pytest.raises(SystemExit) as stopped:
+        cli("run", "--plugin", TASKS, "--plugin", mine, "--scorers", "softmax_half", "--profile",
+            profile(tmp_path / "p.toml"), "--results", tmp_path / "mine")
+    message = str(stopped.value)
+    assert "scorer softmax_half" in message and "raised RuntimeError" in message
+    frames = [ln for ln in message.splitlines() if ln.startswith("  File ")]
+    assert frames == [f'  File "{os.path.realpath(mine)}", line 10, in weights']
+    assert not (tmp_path / "mine").exists()
+
+
+def run_cli(cwd, *args) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "suite.cli", *map(str, args)], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+                          timeout=120)

@@ -219,7 +219,42 @@ def test_plugin_through_the_cli(tmp_path, isolated_registry, capsys, monkeypatch
     path.write_text(PLUGIN)
     assert cli.main(["ls", "scorers", "plugin_*", "--plugin", str(path)]) == 0
     assert "plugin_tanh_softmax" in capsys.readouterr().out
+    assert cli.main(["ls", "scorers", "--plugin", str(path), "plugin_*"]) == 0
+    shown = capsys.readouterr().out
+    assert "plugin_tanh_softmax" in shown and "softmax_plus_one" not in shown
     assert "plugin_tanh_softmax" in list_scorers()
+
+
+def test_check_reports_each_scorer_check_on_a_plugin(tmp_path, isolated_registry, capsys):
+    from suite import cli
+
+    good = tmp_path / "good_plugin.py"
+    good.write_text(PLUGIN)
+    assert cli.main(["check", "--plugin", str(good)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"scorer plugin_tanh_softmax ({good}, line ")
+    outcomes = [line.split()[:2] for line in lines[1:11]]
+    assert [n for n, _ in outcomes] == [f"{i}." for i in range(1, 11)]
+    assert [o for _, o in outcomes] == ["pass"] * 6 + ["n/a", "n/a", "pass", "pass"]
+    assert lines[11].strip() == "plugin_tanh_softmax: 8 passed, 0 failed, 2 not applicable"
+
+    bad = tmp_path / "bad_plugin.py"
+    bad.write_text(PLUGIN.replace("plugin_tanh_softmax", "plugin_unmasked").replace(
+        "masked_fill_neg_inf(gain * torch.tanh(s), mask)", "gain * torch.tanh(s)"))
+    assert cli.main(["check", "--plugin", str(bad), "--scorers", "plugin_unmasked"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failed = [line.split()[0] for line in lines if line.split()[1:2] == ["FAIL"]]
+    assert failed == ["2.", "3.", "4.", "9."]
+    assert "2. FAIL  masked logits, keys and values change no output: plugin_unmasked " \
+           "[causal]: masked logits change the weights by" in lines[2]
+    assert lines[-1].strip() == "plugin_unmasked: 4 passed, 4 failed, 2 not applicable"
+
+
+def test_check_without_a_plugin_says_what_to_give(isolated_registry):
+    from suite import cli
+
+    with pytest.raises(SystemExit, match="give your scorer's file with --plugin FILE.py"):
+        cli.main(["check"])
 
 
 def test_failing_plugin_is_reported_and_does_not_break_others(tmp_path, isolated_registry, capsys):

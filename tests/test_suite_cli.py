@@ -64,6 +64,26 @@ def test_run_writes_records_prints_a_summary_and_show_prints_one(tmp_path, capsy
     assert "4 cell(s) already have a record" in out and "0 cell(s) run" in out
 
 
+
+def test_show_finds_a_cell_in_the_boards_records_and_says_so(tmp_path, capsys):
+    prof = profile_file(tmp_path / "p.toml", seeds=1)
+    board = tmp_path / "board"
+    assert cli("run", "--profile", str(prof), "--results", str(board / "records")) == 0
+    (_, record), = ResultStore(board / "records").records()
+    capsys.readouterr()
+    mine = tmp_path / "mine"
+    assert cli("show", record["cell_id"][:6], "--results", str(mine), "--board", str(board)) == 0
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[0] == (f"scorebench show: not under {mine}; found in the board's "
+                                     f"records, {board / 'records'}")
+    assert record["cell_id"] in shown and not mine.exists()
+    assert cli("show", record["cell_id"], "--results", str(mine), "--board", str(board),
+               "--json") == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == record and "found in the board's records" in out.err
+    with pytest.raises(SystemExit, match="under .* or the board's records"):
+        cli("show", "ffff", "--results", str(mine), "--board", str(board))
+
 def test_errors_show_their_reason_and_fail_fast_sets_the_exit_code(tmp_path, capsys):
     prof = profile_file(tmp_path / "p.toml", seeds=3, fail="error")
     results = tmp_path / "res"

@@ -258,7 +258,7 @@ def test_step_cost_measures_a_backbone_once_and_only_for_training_tracks(monkeyp
 
     def measure(self, backbone):
         measured.append(backbone)
-        return {"ssa": 1.25, "softmax": 1.0}
+        return {"ssa": 1.25, "softmax": 1.0}, {}
 
     monkeypatch.setattr(StepCost, "measure", measure)
     cost = StepCost("cpu", ["softmax", "ssa"])
@@ -266,14 +266,46 @@ def test_step_cost_measures_a_backbone_once_and_only_for_training_tracks(monkeyp
     assert cost("icl_linear", "softmax") == 1.0
     assert measured == []
     assert cost("icl_linear", "ssa") == 1.25 and cost("icl_mqar", "ssa") == 1.25
-    assert cost("decoder_lm", "relu") == 1.0           # not measured: counted as softmax
-    assert measured == ["icl", "decoder"]
+    assert cost("decoder_lm", "relu") is None           # not benched: unknown
+    assert cost("encoder_mlm", "stick_breaking") is None
+    assert measured == ["icl"]
+    assert cost("decoder_lm", "ssa") == 1.25 and measured == ["icl", "decoder"]
+
+
+def test_a_scorer_the_step_cost_bench_cannot_run_is_an_error_not_softmaxs_cost(monkeypatch):
+    from suite.estimate import StepCost, StepCostError
+
+    monkeypatch.setattr(StepCost, "measure", lambda self, backbone: (
+        {"softmax": 1.0}, {"relu": "TypeError: weights() takes 2 positional arguments"}))
+    cost = StepCost("cpu", ["softmax", "relu"])
+    with pytest.raises(StepCostError, match="could not train scorer relu on the icl backbone "
+                                            r"\(TypeError: weights\(\) takes 2"):
+        cost("icl_linear", "relu")
+    with pytest.raises(StepCostError, match="`scorebench check --scorers relu`"):
+        cost("icl_mqar", "relu")
+    with pytest.raises(StepCostError):
+        estimate([cell("relu", 0)], [timed("softmax", 0, 10.0)], "cpu", hardware_name=HW,
+                 calibrator=no_calibration, step_cost=cost)
+
+
+def test_the_bench_times_only_a_few_recorded_scorers_that_span_their_cost():
+    from suite.estimate import anchor_scorers
+
+    times = {"softmax": 10.0, "relu": 11.0, "ssa": 12.0, "sigmoid": 14.0, "entmax15": 30.0}
+    records = [timed(name, 0, wall) for name, wall in times.items()]
+    records.append(timed("temperature_softmax", 0, 50.0))
+    records[-1]["cell"]["scorer_kwargs"] = {"learnable": True}
+    records.append(timed("cosformer", 0, 99.0, hardware="Another CPU"))
+    assert anchor_scorers(records, HW, [cell("mine", 0)]) == {
+        "icl": {"softmax", "ssa", "entmax15"}}
+    assert anchor_scorers(records, HW, [cell("mine", 0, task="saturation_probe")]) == {}
 
 
 def test_step_cost_measures_with_the_bench():
     from suite.estimate import StepCost
 
-    ratios = StepCost("cpu", ["softmax", "ssa"], repeats=3).measure("icl")
+    ratios, errors = StepCost("cpu", ["softmax", "ssa"], repeats=3).measure("icl")
+    assert errors == {}
     assert set(ratios) == {"softmax", "ssa"} and ratios["softmax"] == 1.0
     assert 0.2 < ratios["ssa"] < 20.0
 

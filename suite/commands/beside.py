@@ -2,6 +2,17 @@
 committed records."""
 from __future__ import annotations
 
+# The help of the options of `scorebench run` whose defaults beside changes.
+OWN_DEFAULTS = {
+    "profile": "a shipped profile or a TOML file (default: the newest release's profile)",
+    "seeds": "a count (seeds 0..N-1), a list or a range (default: the seeds of the newest "
+             "release's baseline, so that your rows pair with its)",
+    "results": "your results directory (default ./beside-results)",
+    "estimate_from": "a results directory whose records' wall times the dry run's estimate "
+                     "uses besides those of --results and of <board>/records, which it always "
+                     "uses (repeatable)",
+}
+
 
 def register(sub, common):
     from .run import add_run_arguments
@@ -15,8 +26,12 @@ def register(sub, common):
                     "committed records of <board>/records and yours together as "
                     "<results>/releases/<release>+<scorers>, paired with the committed baseline "
                     "seeds. Nothing is written under <board>. Every option of `scorebench run` "
-                    "applies; --profile and --seeds default to the release's.")
+                    "applies; --profile and --seeds default to the release's, and --dry-run "
+                    "estimates the time from the records of <board>/records and yours, benching "
+                    "only your scorers and a few recorded ones.")
     add_run_arguments(p)
+    for action in p._actions:
+        action.help = OWN_DEFAULTS.get(action.dest, action.help)
     p.add_argument("--board", default="leaderboard", metavar="DIR",
                    help="the board's directory: records/ and releases/ (default ./leaderboard)")
     p.add_argument("--html", action="store_true", help="also write the release's index.html")
@@ -24,17 +39,21 @@ def register(sub, common):
 
 
 def run(args) -> int:
-    from ..beside import beside, board_setting
+    from pathlib import Path
+
+    from ..beside import beside, board_setting, joining_line
 
     if not args.scorers:
         raise SystemExit("scorebench beside: name your scorer(s) with --scorers (with "
                          "--plugin FILE.py for a scorer of your own)")
+    board = Path(args.board)
+    release, meta, seeds, profile = board_setting(board)
+    args.profile, args.seeds = args.profile or profile, args.seeds or seeds
+    print(joining_line(board, release, meta, seeds, args), flush=True)
     if args.dry_run:
-        from pathlib import Path
-
         from . import run as run_command
 
-        _, _, seeds, profile = board_setting(Path(args.board))
-        args.profile, args.seeds = args.profile or profile, args.seeds or seeds
+        records = str(board / "records")
+        args.estimate_from = [records, *(d for d in args.estimate_from if d != records)]
         return run_command.run(args)
-    return beside(args)
+    return beside(args, release, meta)

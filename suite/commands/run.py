@@ -124,6 +124,8 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
         if would.startswith("run"):
             to_run["sweep" if p.cell.is_sweep else "report"].append(p.cell)
     console.print(table)
+    estimator = Estimator(console, store, estimate_from, [*to_run["sweep"], *to_run["report"]],
+                          workers, declared)
     if plan.tuning is not None:
         tuning = plan.tuning.tuning
         tuned = {task for task, _ in plan.tuning.tuned}
@@ -133,61 +135,85 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
                       + f"; each axis may grow by up to {tuning.max_extensions} step(s) past "
                         f"each edge (not counted above until the records ask for it)")
         console.print(f"[bold]sweep cells[/]: {len(to_run['sweep'])} to run")
-        print_estimate(console, to_run["sweep"], store, workers, declared, estimate_from)
+        estimator.print(to_run["sweep"])
         console.print(f"[bold]reporting and untuned cells[/]: {len(to_run['report'])} to run")
-    print_estimate(console, to_run["report"], store, workers, declared, estimate_from)
+    estimator.print(to_run["report"])
     return 0
 
 
-def print_estimate(console, cells, store, workers: int = 1, declared: dict | None = None,
-                   estimate_from: tuple = ()) -> None:
-    """Per task: cells to run, expected time per cell and in total on this device, and whence
-    (:mod:`suite.estimate`), from the records of ``store`` and of the directories
-    ``estimate_from``."""
-    import itertools
+class Estimator:
+    """The dry run's estimate (:mod:`suite.estimate`) of cells to run on this device, from the
+    records of ``store`` and of the directories ``estimate_from``, read once; the step costs
+    (:class:`~suite.estimate.StepCost`) of the scorers of ``cells`` and of the few recorded
+    scorers that place the line of time against step cost are benched once, on first use."""
 
-    from rich.table import Table
+    def __init__(self, console, store, estimate_from: tuple, cells, workers: int = 1,
+                 declared: dict | None = None):
+        import itertools
 
-    import scorers
+        import scorers
 
-    from ..estimate import StepCost, device_class, duration, estimate
-    from leaderboard.schema import RecordError
-    from ..runner import default_device, worker_threads
-    from ..store import ResultStore
+        from leaderboard.schema import RecordError
 
-    device = default_device()
-    hw = device_class(device)
-    if not cells:
-        console.print("no cell to run")
-        return
-    stores = [store]
-    for directory in estimate_from:
+        from ..estimate import StepCost, anchor_scorers, device_class
+        from ..runner import default_device, worker_threads
+        from ..store import ResultStore
+
+        self.console, self.workers = console, workers
+        self.device = default_device()
+        self.hw = device_class(self.device)
+        self.declared = None if self.device.startswith("cuda") else declared
+        self.threads = worker_threads(workers)
+        stores = [store]
+        for directory in estimate_from:
+            try:
+                stores.append(ResultStore(directory))
+            except RecordError as e:
+                raise SystemExit(f"scorebench: --estimate-from {directory}: {e}") from None
+        self.records = list(itertools.chain.from_iterable(
+            (r for _, r in s.records(validate=False)) for s in stores)) if cells else []
+        registered = set(scorers.list_scorers())
+        anchors = {backbone: names & registered
+                   for backbone, names in anchor_scorers(self.records, self.hw, cells).items()}
+        # On a CPU the ratios are timed on one thread: two threads on two cores shared with
+        # other jobs took 3-20x longer to time the same steps, to no steadier ratios.
+        self.step_cost = StepCost(self.device, registered & {c.scorer for c in cells},
+                                  threads=self.threads if self.device.startswith("cuda") else 1,
+                                  anchors=anchors)
+
+    def print(self, cells) -> None:
+        """Per task: cells to run, expected time per cell and in total, and whence."""
+        from rich.table import Table
+
+        from ..estimate import StepCostError, duration, estimate
+
+        console = self.console
+        if not cells:
+            console.print("no cell to run")
+            return
+        console.print(f"estimating on {self.hw} ({self.device}) ...")
         try:
-            stores.append(ResultStore(directory))
-        except RecordError as e:
-            raise SystemExit(f"scorebench: --estimate-from {directory}: {e}") from None
-    records = list(itertools.chain.from_iterable((r for _, r in s.records()) for s in stores))
-    registered = set(scorers.list_scorers())
-    scorer_names = registered & ({c.scorer for c in cells} | {r["cell"]["scorer"] for r in records})
-    console.print(f"estimating on {hw} ({device}) ...")
-    threads = worker_threads(workers)
-    rows = estimate(cells, records, device, hardware_name=hw,
-                    declared=None if device.startswith("cuda") else declared,
-                    step_cost=StepCost(device, scorer_names, threads=threads), threads=threads)
-    table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
-    for c in ("task", "cells", "per cell", "total", "from"):
-        table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
-    for r in rows:
-        table.add_row(r.task, str(r.cells), duration(r.per_cell), duration(r.seconds), r.source)
-    known = [r.seconds for r in rows if r.seconds is not None]
-    total = sum(known)
-    table.add_row("[bold]all", str(sum(r.cells for r in rows)), "",
-                  f"[bold]{duration(total)}", "" if len(known) == len(rows)
-                  else "tasks without an estimate left out")
-    console.print(table)
-    console.print(f"total {duration(total)} of cell time ({total:.0f} s)"
-                  + (f"; about {duration(total / workers)} wall with {workers} workers"
-                     if workers > 1 else ""))
+            rows = estimate(cells, self.records, self.device, hardware_name=self.hw,
+                            declared=self.declared, step_cost=self.step_cost,
+                            threads=self.threads)
+        except StepCostError as e:
+            raise SystemExit(f"scorebench: {e}") from None
+        table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
+        for c in ("task", "cells", "per cell", "total", "from"):
+            table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
+        for r in rows:
+            table.add_row(r.task, str(r.cells), duration(r.per_cell), duration(r.seconds),
+                          r.source)
+        known = [r.seconds for r in rows if r.seconds is not None]
+        total = sum(known)
+        table.add_row("[bold]all", str(sum(r.cells for r in rows)), "",
+                      f"[bold]{duration(total)}", "" if len(known) == len(rows)
+                      else "tasks without an estimate left out")
+        console.print(table)
+        workers = self.workers
+        console.print(f"total {duration(total)} of cell time ({total:.0f} s)"
+                      + (f"; about {duration(total / workers)} wall with {workers} workers"
+                         if workers > 1 else ""))
 
 
 def run(args) -> int:

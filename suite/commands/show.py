@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 
 def register(sub, common):
@@ -9,6 +11,9 @@ def register(sub, common):
     p.add_argument("cell_id", metavar="CELL_ID", help="the cell's id, or a unique prefix of it")
     p.add_argument("--results", default="results", metavar="DIR",
                    help="results directory (default ./results)")
+    p.add_argument("--board", default="leaderboard", metavar="DIR",
+                   help="the board whose committed records (DIR/records) are searched when "
+                        "--results has no match (default ./leaderboard)")
     p.add_argument("--json", action="store_true", help="print the raw JSON record")
     p.set_defaults(func=run)
 
@@ -21,6 +26,26 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _find(cell_id: str, results: Path, board_records: Path) -> tuple[Path, Path | None]:
+    """The record of ``cell_id`` (or a unique prefix) under ``results``, else under the board's
+    records; and the board's records directory when it was found there."""
+    from leaderboard.schema import RecordError
+
+    from ..store import NoSuchRecord, ResultStore
+
+    try:
+        return ResultStore(results).find(cell_id), None
+    except NoSuchRecord:
+        if not board_records.is_dir() or board_records.resolve() == results.resolve():
+            raise
+    try:
+        return ResultStore(board_records).find(cell_id), board_records
+    except NoSuchRecord:
+        raise RecordError(f"no record with cell id {cell_id!r} under {results} or the board's "
+                          f"records {board_records}; pass --results DIR (or --board DIR) if "
+                          "the record is elsewhere") from None
+
+
 def run(args) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -30,12 +55,14 @@ def run(args) -> int:
     from leaderboard.schema import RecordError
     from ..store import ResultStore
 
-    store = ResultStore(args.results)
     try:
-        path = store.find(args.cell_id)
-        record = store.load(path)
+        path, found_in = _find(args.cell_id, Path(args.results), Path(args.board) / "records")
+        record = ResultStore.load(path)
     except RecordError as e:
         raise SystemExit(f"scorebench show: {e}") from None
+    if found_in:
+        print(f"scorebench show: not under {args.results}; found in the board's records, "
+              f"{found_in}", file=sys.stderr if args.json else sys.stdout)
     console = Console()
     if args.json:
         console.print_json(json.dumps(record))
