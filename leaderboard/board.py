@@ -31,13 +31,13 @@ ROW_COLUMNS = {
     "n_cells": "int", "n_ok": "int", "n_failed": "int", "failures": "json", "n_skipped": "int",
     "n_na": "int", "na_reason": "str", "n_null": "int", "survivors_only": "bool",
     "floor": "float", "ceiling": "float", "log_scale": "bool", "min_effect": "float",
-    "delta_vs_baseline": "float", "p_vs_baseline": "float", "p_vs_baseline_holm": "float",
-    "p_vs_baseline_bh": "float", "p_signflip": "float", "n_paired": "int", "sd_paired": "float",
+    "min_effect_rule": "str", "delta_vs_baseline": "float", "p_vs_baseline": "float",
+    "p_vs_baseline_holm": "float", "p_vs_baseline_bh": "float", "p_signflip": "float", "n_paired": "int", "sd_paired": "float",
     "detectable_vs_baseline": "float", "vs_baseline": "str",
     "tier": "int", "rank_low": "int", "rank_high": "int",
     "date": "str", "git_sha": "json", "hardware": "json", "harness_version": "json",
     "normalized": "float", "informative": "bool", "informative_reason": "str",
-    "degenerate": "str", "stand_in_for": "str", "not_learned": "str",
+    "degenerate": "str", "stand_in_for": "str", "not_learned": "str", "cell_ids": "json",
 }
 OVERALL_COLUMNS = {
     "profile": "str", "scorer": "str", "poi": "float", "poi_low": "float", "poi_high": "float",

@@ -179,6 +179,7 @@ def _row(t: _Task, metric: str, spec: dict, label: str, st: dict, z_by_seed: dic
         floor=spec["floor"], ceiling=spec["ceiling"], log_scale=spec["log_scale"],
         normalized=float(np.mean(z)) if z else math.nan,
         degenerate=degenerate or st.pop("degenerate_pair", ""),
+        cell_ids=[r.cell_id for r in sorted(scorer_recs, key=lambda r: (r.seed, r.cell_id))],
         **st, **provenance_lists(scorer_recs))
     row.pop("degenerate_pair", None)
     return row

@@ -69,3 +69,19 @@ def test_summary_prints_the_sentences_of_a_release_and_suggests_a_misspelt_one(c
     assert "share the top tier" in out and "softmax is in tier" in out
     with pytest.raises(SystemExit, match="did you mean '2026-12-04-cpu-tuned-2'"):
         main(["summary", "2026-12-04-cpu-tuned-x", "--out", releases])
+
+
+def test_the_readmes_pandas_example_runs_on_the_committed_release_and_its_cells_exist(
+        monkeypatch):
+    import json
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("A release's numbers load into pandas")
+    code = readme[readme.index("```python\n", start) + 10:readme.index("```\n", start + 1)]
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert len(scope["mqar"]) >= 20 and set(scope["overall"].columns) >= {"scorer", "poi"}
+    records = {p.name.split(".")[0] for p in (ROOT / "leaderboard" / "records").rglob("*.json*")}
+    assert scope["cells"] and set(scope["cells"]) <= records
+    assert all(json.loads(ids) for ids in scope["rows"].cell_ids)
