@@ -85,10 +85,12 @@ class Declaration:
                                        f"{item!r}", key)
 
 
-def setting(default: Any = dataclasses.MISSING, **declared) -> Any:
+def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
+            **declared) -> Any:
     """A field with its :class:`Declaration` (bounds, choices, nonempty, tunable, role); without
     a default the field is required."""
-    return dataclasses.field(default=default, metadata={DECLARATION: Declaration(**declared)})
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={DECLARATION: Declaration(**declared)})
 
 
 def declaration(f: dataclasses.Field) -> Declaration:
@@ -98,6 +100,12 @@ def declaration(f: dataclasses.Field) -> Declaration:
 def declared(cls: type, key: str) -> Declaration:
     """The declaration of ``cls``'s field ``key``."""
     return declaration(next(f for f in dataclasses.fields(cls) if f.name == key))
+
+
+def default(cls: type, key: str) -> Any:
+    """The default of ``cls``'s field ``key``."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == key)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def tunable_keys(cls: type) -> list[str]:
@@ -114,7 +122,8 @@ def keys_with_role(cls: type, role: str) -> list[str]:
 
 TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
               "list": "a list", "dict": "a table"}
-PLURAL_WORDS = {"int": "integers", "float": "numbers", "bool": "booleans", "str": "strings"}
+PLURAL_WORDS = {"int": "integers", "float": "numbers", "bool": "booleans", "str": "strings",
+                "list": "lists", "dict": "tables"}
 
 
 def _kind(f: dataclasses.Field) -> str:
@@ -167,11 +176,11 @@ def _typed(value: Any, kind: str) -> Any:
     if kind.startswith("tuple"):
         if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
             raise TypeError
-        return tuple(_scalar(v, _inner(kind)) for v in value)
+        return tuple(_typed(v, _inner(kind)) for v in value)
     if kind.startswith("dict"):
         if not isinstance(value, dict):
             raise TypeError
-        return {k: _scalar(v, _inner(kind)) for k, v in value.items()}
+        return {k: _typed(v, _inner(kind)) for k, v in value.items()}
     if kind == "list":
         if not isinstance(value, (list, tuple)):
             raise TypeError
@@ -244,22 +253,23 @@ def unknown_key(key: str, allowed: list[str]) -> str:
 
 def build(cls: type, values: dict[str, Any], *, table: str,
           origin: Callable[[str | None], str], error: type[Exception] = SettingError):
-    """``cls`` built from the profile table ``[table]`` holding ``values``. Every error is an
-    ``error`` worded ``<file>: [<table>] <what is wrong>``; ``origin(key)`` names the file that
-    set ``key`` (None: the table as a whole)."""
+    """``cls`` built from the profile table ``[table]`` (``""``: the file's top level) holding
+    ``values``. Every error is an ``error`` worded ``<file>: [<table>] <what is wrong>``;
+    ``origin(key)`` names the file that set ``key`` (None: the table as a whole)."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    place = f"[{table}]" if table else "the top level:"
     for key in values:
         if key not in fields:
-            raise error(f"{origin(key)}: [{table}] {unknown_key(key, list(fields))}")
+            raise error(f"{origin(key)}: {place} {unknown_key(key, list(fields))}")
     missing = [name for name, f in fields.items() if name not in values
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise error(f"{origin(None)}: [{table}] is missing {missing} (and nothing it extends "
+        raise error(f"{origin(None)}: {place} is missing {missing} (and nothing it extends "
                     f"sets it)")
     try:
         obj = cls(**{k: coerce_value(fields[k], v) for k, v in values.items()})
         if not isinstance(obj, Settings):
             check_fields(obj)
     except SettingError as e:
-        raise error(f"{origin(e.key)}: [{table}] {e}") from None
+        raise error(f"{origin(e.key)}: {place} {e}") from None
     return obj

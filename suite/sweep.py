@@ -48,7 +48,7 @@ class TuningPlan:
             def source(k: str) -> str:
                 if k in grid_keys:
                     return f"{self.tuning.origin(f'grid.{task}.{k}')} [tuning.grid.{task}]"
-                return (f"{self.profile.origin(f'tasks.{task}.{k}')} [tasks.{task}]" if k else
+                return (self.profile.origin(f"tasks.{task}.{k}") if k else
                         f"{self.profile.origin(f'tuning.grid.{task}')} [tuning.grid.{task}]")
 
             from tasks import create_task

@@ -250,8 +250,8 @@ def test_the_choice_matches_the_rule_written_over_a_table(trial):
 @pytest.mark.parametrize("grid, needle", [
     ({"lrr": [1e-3, 2e-3]}, "unknown key 'lrr'"),
     ({"lr": []}, "[tuning.grid.suite_test_tuned] lr must be a non-empty list"),
-    ({"lr": [1e-3, 0.0]}, "non-positive learning rate"),
-    ({"lr": [1e-3, -2e-3]}, "non-positive learning rate"),
+    ({"lr": [1e-3, 0.0]}, "[tasks.suite_test_tuned] config key 'lr' must be > 0, got 0.0"),
+    ({"lr": [1e-3, -2e-3]}, "[tasks.suite_test_tuned] config key 'lr' must be > 0, got -0.002"),
     ({"weight_decay": [0.0, -0.1]}, "config key 'weight_decay' must be >= 0, got -0.1"),
     ({"best_lr": [1e-3, 2e-3]}, "does not declare 'best_lr' tunable; its tunable keys: lr, "
                                 "weight_decay"),
