@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from registry.settings import RATE, keys_with_role
+
 from .cells import SWEEP, TUNED, Cell, PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
 from .choice import Choice, Point, choose, point_label, points
@@ -37,6 +39,7 @@ class TuningPlan:
     tuning: Tuning
     tuned: dict[tuple[str, str], Tuned]
     metrics: dict[str, tuple[str, str]]     # task -> (validation metric, direction)
+    rates: dict[str, list[str]] = field(default_factory=dict)   # task -> its role="rate" keys
     configs: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     def config(self, task: str, point: Point) -> dict:
@@ -80,7 +83,8 @@ class TuningPlan:
                 out.append((record["status"], value))
             return out
 
-        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup)
+        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup,
+                      rates=self.rates[task])
 
     def follow_up(self, current: Callable[[Cell], dict | None]) -> list[PlannedCell]:
         """The sweep cells of every grid as it stands (grown where the records say so) and the
@@ -155,7 +159,7 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
     tuning = parse_tuning(profile) if tune else None
     if tuning is None:
         return RunPlan(planned)
-    metrics = {}
+    metrics, rates = {}, {}
     for task in tuning.grids:
         try:
             cls = get_task_class(task)
@@ -167,13 +171,14 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
                                f"{task!r} does not train and declares no validation metric; "
                                f"remove its grid")
         metrics[task] = (cls.validation.metric, cls.validation.direction)
+        rates[task] = keys_with_role(cls.Config, RATE)
     reporting_seeds = sorted({p.cell.seed for p in planned if p.cell.task in tuning.grids})
     overlap = sorted(set(reporting_seeds) & set(tuning.seeds))
     if overlap:
         raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {list(tuning.seeds)} share "
                            f"seed(s) {overlap} with the reporting seeds {reporting_seeds}; the "
                            f"choice must never see a reporting seed: pick disjoint seeds")
-    plan = TuningPlan(profile, tuning, {}, metrics)
+    plan = TuningPlan(profile, tuning, {}, metrics, rates)
     for task in tuning.grids:              # every point resolves (unknown keys, bad values)
         for point in points(tuning.grids[task]):
             plan.config(task, point)
