@@ -69,6 +69,8 @@ class Declaration:
         return self.choices() if callable(self.choices) else self.choices
 
     def check(self, key: str, value: Any) -> None:
+        if value is None:
+            return
         if isinstance(value, (tuple, dict)) and self.nonempty and not value:
             raise SettingError(f"config key {key!r} must not be empty", key)
         choices = self.allowed()
@@ -231,11 +233,11 @@ class Settings:
     def __post_init__(self):
         try:
             check_fields(self)
+            self.check()
         except SettingError as e:
             if isinstance(e, self.error):
                 raise
             raise self.error(str(e), e.key) from None
-        self.check()
 
     def check(self) -> None:
         """Relations between fields; raise :class:`SettingError`. Subclasses extend it."""
