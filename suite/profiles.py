@@ -133,7 +133,7 @@ def _merge(base: dict, data: dict, path: Path, origins: dict[str, str], prefix: 
             out[key] = _merge(out.get(key, {}), value, path, origins, f"{dotted}.")
         else:
             out[key] = value
-            origins[dotted] = str(path)
+        origins[dotted] = str(path)
     return out
 
 
