@@ -33,8 +33,8 @@ Per cell, in this order:
    phase apart (``extra.cpu_time_s["train"]``, e.g. the encoder), the slope is fitted on that
    phase alone and the rest of the run (set-up, evaluation) joins ``a``, so an evaluation that
    takes longer in one run than in another does not bend the slope. The runs use the torch
-   threads a cell of the run gets. A task without a step count
-   (a Config field declared ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
+   threads a cell of the run gets. A task without a step count (a Config field declared
+   ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
 

@@ -44,7 +44,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from registry.settings import SettingError, build
+from registry.settings import build
 
 from .tables import EstimateSettings, ProfileFile, RunSettings, TuningSettings
 
