@@ -177,9 +177,9 @@ def load_profile(spec: str | Path | None = None) -> Profile:
     where = files[-1]
     run = table(RunSettings, merged, "run", origins, where)
     estimate = table(EstimateSettings, merged, "estimate", origins, where) \
-        if "estimate" in merged else None
+        if merged.get("estimate") else None
     tuning = table(TuningSettings, merged, "tuning", origins, where) \
-        if "tuning" in merged else None
+        if merged.get("tuning") else None
     return Profile(
         name=name,
         description=str(merged.get("description", "")),

@@ -77,3 +77,11 @@ def test_loading_a_profile_imports_no_torch():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_an_empty_optional_table_is_as_if_absent(tmp_path):
+    path = tmp_path / "empty.toml"
+    path.write_text("extends = ''\n[run]\ntasks = 'a'\nscorers = 'b'\nseeds = 1\n[estimate]\n"
+                    "[tuning]\n")
+    profile = load_profile(path)
+    assert profile.estimate == {} and profile.tuning is None
