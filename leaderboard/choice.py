@@ -8,7 +8,8 @@ steps, the learning rate first:
 1. a learning rate is judged by its worst tuning cell: the worst validation value over every
    point at that rate (every value of the other axes) and every tuning seed; a rate with a cell
    that did not end ``ok`` (diverged, nan, error, ...) or has no value has no score and is never
-   chosen. In a grid without a learning-rate axis every point is its own rate;
+   chosen. The learning rates are the axes whose task declares them ``role="rate"``
+   (:mod:`registry.settings`); in a grid without one every point is its own rate;
 2. the best rate is the one whose worst cell is best; at that rate, the chosen point is the one
    with the best mean over the tuning seeds (ties, in both steps: the first in grid order);
 3. when the chosen point lies on an edge of an axis that can grow there (the two values nearest
@@ -35,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 # Named in every reporting record's ``tuning`` block, so that a release tells which rule chose.
 SELECTION_RULE = "worst cell at the rate, then best mean"
@@ -46,11 +47,6 @@ def round_value(value: float) -> float:
     """A grid value rounded to 6 significant digits, so that a grown axis holds the same
     numbers wherever it is computed."""
     return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}")
-
-
-def is_rate(key: str) -> bool:
-    """A learning-rate key (``lr``, ``min_lr``, ``*_lr``)."""
-    return key == "lr" or key.endswith("_lr") or key.startswith("lr_")
 
 
 # --------------------------------------------------------------------------------- points
@@ -123,10 +119,10 @@ def point_score(cells: Cells) -> float | None:
     return None if values is None else math.fsum(values) / len(values)
 
 
-def rate_of(point: Point) -> Point:
-    """The learning-rate coordinates of ``point`` (the whole point when its grid has no rate)."""
-    rates = {k: v for k, v in point.items() if is_rate(k)}
-    return rates or dict(point)
+def rate_of(point: Point, rates: Collection[str]) -> Point:
+    """The coordinates of ``point`` on the learning-rate axes ``rates`` (the whole point when its
+    grid has none)."""
+    return {k: v for k, v in point.items() if k in rates} or dict(point)
 
 
 def rate_score(cells: Cells, direction: str) -> float | None:
@@ -147,14 +143,15 @@ class Pick:
     best: Point | None
 
 
-def pick(grid: list[Point], found: dict[str, Cells], direction: str) -> Pick:
+def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
+         rates: Collection[str]) -> Pick:
     """The rule's choice over ``grid`` (in grid order), with the cells of every point in
-    ``found`` (point label -> cells)."""
+    ``found`` (point label -> cells) and the learning-rate axes ``rates``."""
     sign = 1.0 if direction == "higher" else -1.0
     scores = {point_label(p): point_score(found[point_label(p)]) for p in grid}
     at_rate: dict[str, list[Point]] = {}
     for p in grid:
-        at_rate.setdefault(point_label(rate_of(p)), []).append(p)
+        at_rate.setdefault(point_label(rate_of(p, rates)), []).append(p)
     rate_scores = {rate: rate_score([c for p in members for c in found[point_label(p)]],
                                     direction)
                    for rate, members in at_rate.items()}
@@ -167,8 +164,9 @@ def pick(grid: list[Point], found: dict[str, Cells], direction: str) -> Pick:
 
 
 def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
-           lookup: Callable[[Point], Cells | None]) -> Choice:
-    """Run the protocol's choice over the records that ``lookup`` finds.
+           lookup: Callable[[Point], Cells | None], *, rates: Collection[str]) -> Choice:
+    """Run the protocol's choice over the records that ``lookup`` finds; ``rates``: the
+    learning-rate axes.
 
     ``lookup(point)`` gives the (status, validation value) of each tuning seed's record at that
     point, or None while some seed has no record. Pure: the same records, the same choice."""
@@ -184,7 +182,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
             scores = {label: point_score(cells) for label, cells in found.items()
                       if cells is not None}
             return Choice(axes, scores, pending, extensions=counts)
-        chosen = pick(grid, found, direction)
+        chosen = pick(grid, found, direction, rates=rates)
         best = chosen.best
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,

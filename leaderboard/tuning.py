@@ -24,7 +24,11 @@ from .choice import pick, point_label, points, rate_of
 
 from .records import LoadedRecords, Record
 
-RATE_KEY = "lr"
+# The learning-rate axes of a grid, as data: the leaderboard reads records and never the tasks'
+# declarations (role="rate", registry/settings.py), and the records name no roles. Every task's
+# tunable rate is "lr"; a test holds the tasks' declarations to this tuple.
+RATE_KEYS = ("lr",)
+RATE_KEY = RATE_KEYS[0]   # the x axis of the tuning plots
 
 
 def _point_key(point: dict) -> str:
@@ -108,7 +112,7 @@ def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
     grid = points(axes)
     if not axes or any(point_label(p) not in cells for p in grid):
         return {"rule_choice": None, "rate_scores": {}}
-    picked = pick(grid, cells, direction)
+    picked = pick(grid, cells, direction, rates=RATE_KEYS)
     return {"rule_choice": picked.best, "rate_scores": picked.rate_scores}
 
 
@@ -252,8 +256,8 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
                 point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
                 value = next((p["mean"] for p in s["points"]
                               if _point_key(p["point"]) == _point_key(chosen)), None)
-            worst = (s.get("rate_scores") or {}).get(point_label(rate_of(chosen))) if chosen \
-                else None
+            worst = (s.get("rate_scores") or {}).get(point_label(rate_of(chosen, RATE_KEYS))) \
+                if chosen else None
             ok = sum(p["ok"] for p in s["points"])
             failed = sum(p["failed"] for p in s["points"])
             learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"

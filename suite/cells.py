@@ -107,8 +107,7 @@ def expand(profile: Profile, *, tasks: str | None = None, scorers: str | None = 
 
     def config_of(name: str) -> dict:
         return resolve_config(create_task(name), profile.task_overrides.get(name, {}),
-                              lambda key: f"{profile.origin(f'tasks.{name}.{key}')} "
-                                          f"[tasks.{name}]")
+                              lambda key: profile.origin(f"tasks.{name}.{key}"))
 
     # Every [tasks.*] section is checked, also those of tasks not selected for this run.
     configs = {name: config_of(name) for name in [*task_names, *profile.task_overrides]}

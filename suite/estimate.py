@@ -33,8 +33,8 @@ Per cell, in this order:
    phase apart (``extra.cpu_time_s["train"]``, e.g. the encoder), the slope is fitted on that
    phase alone and the rest of the run (set-up, evaluation) joins ``a``, so an evaluation that
    takes longer in one run than in another does not bend the slope. The runs use the torch
-   threads a cell of the run gets. A task without a step count
-   (``STEP_KEYS``) runs once at full size. Curricula run at their final length throughout the
+   threads a cell of the run gets. A task without a step count (a Config field declared
+   ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
 
@@ -60,8 +60,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from leaderboard.schema import REPORT, Cell
+from registry.settings import STEPS, keys_with_role
 
-STEP_KEYS = ("train_steps", "max_steps", "steps")
 CALIBRATION_FRACTION = 0.05
 CALIBRATION_MAX_STEPS = 50
 OK = "ok"
@@ -129,12 +129,16 @@ def _scorer_label(cell) -> str:
     return get("scorer") + "".join(f",{k}={kwargs[k]}" for k in sorted(kwargs))
 
 
-def steps_of(config: dict) -> tuple[str, int] | None:
-    """The training-length key of a task config and its value, if the task trains."""
-    for key in STEP_KEYS:
-        if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
-            return key, int(config[key])
-    return None
+def steps_of(task: str, config: dict) -> tuple[str, int] | None:
+    """The training-length key of a task config (the field its Config declares
+    ``role="steps"``) and its value, if the task trains."""
+    from tasks import TaskError, get_task_class
+
+    try:
+        keys = keys_with_role(get_task_class(task).Config, STEPS)
+    except TaskError:          # a plugin task that is not loaded now
+        return None
+    return next(((key, int(config[key])) for key in keys if key in config), None)
 
 
 def extrapolate(steps: int, short: int, t_short: float, t_double: float) -> float:
@@ -186,7 +190,7 @@ def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = Non
 
     base = replace(cell, scorer=scorer, scorer_kwargs={}, seed=0)
     config = dict(base.config)
-    found = steps_of(config)
+    found = steps_of(cell.task, config)
     if full or found is None or found[1] <= 0:
         timed(base)
         return Fit(walls[0], 0.0, found and found[0], found[1] if found else 0,

@@ -24,11 +24,15 @@ A profile file holds::
     seconds_per_cell = {icl_linear = 36.0}
 
 A user's file extends ``cpu`` unless it says otherwise (``extends = ""`` starts from nothing) and
-may override any key; tables merge key by key, everything else is replaced. An unknown key
-anywhere is an error naming the key and the file.
+may override any key; tables merge key by key, everything else is replaced. Every table is a
+declared dataclass (:mod:`suite.tables`; ``[tasks.<name>]``: the task's ``Config``) built with
+:func:`registry.settings.build`, so an unknown key, a wrong type, a value out of range or not among
+the choices is one form of error: ``<file>: [<table>] <what is wrong>``, naming the file that set
+the key, in an ``extends`` chain too.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from dataclasses import dataclass, field
@@ -40,16 +44,13 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from scorers.fast.policy import FAST_MODES
+from registry.settings import build
+
+from .tables import EstimateSettings, ProfileFile, RunSettings, TuningSettings
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu"
 
-TOP_LEVEL_KEYS = ("name", "description", "extends", "run", "tasks", "scorer_kwargs", "estimate",
-                  "tuning")
-ESTIMATE_KEYS = ("device", "seconds_per_cell")
-RUN_KEYS = ("tasks", "scorers", "seeds", "time_limit_s", "fast")
-REQUIRED_RUN_KEYS = ("tasks", "scorers", "seeds")
 
 
 class ProfileError(ValueError):
@@ -75,7 +76,7 @@ class Profile:
     scorer_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     estimate: dict[str, Any] = field(default_factory=dict)
-    tuning: dict[str, Any] = field(default_factory=dict)  # raw [tuning]; suite.tuning parses it
+    tuning: TuningSettings | None = None   # suite.tuning resolves it
     # Not part of a cell's identity: a fast path computes the scorer's own formula (tests hold it
     # to the reference), like the device or the micro-batching; provenance.fast_paths says which.
     fast: str = "auto"
@@ -120,31 +121,8 @@ def _read_toml(path: Path) -> dict:
         raise ProfileError(f"profile file {path}: not valid TOML: {e}") from None
 
 
-def _check_keys(table: dict, allowed, where: str, path: Path) -> None:
-    for key in table:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ProfileError(f"{path}: unknown key {key!r} in {where}{hint}; "
-                               f"allowed keys: {', '.join(allowed)}")
-
-
-def _check_table(value, where: str, path: Path) -> dict:
-    if not isinstance(value, dict):
-        raise ProfileError(f"{path}: {where} must be a table, got {type(value).__name__}")
-    return value
-
-
 def _validate_file(data: dict, path: Path) -> None:
-    _check_keys(data, TOP_LEVEL_KEYS, "the top level", path)
-    for key in ("name", "description", "extends"):
-        if key in data and not isinstance(data[key], str):
-            raise ProfileError(f"{path}: {key!r} must be a string")
-    _check_keys(_check_table(data.get("run", {}), "[run]", path), RUN_KEYS, "[run]", path)
-    _check_table(data.get("tuning", {}), "[tuning]", path)
-    for section in ("tasks", "scorer_kwargs"):
-        for name, table in _check_table(data.get(section, {}), f"[{section}]", path).items():
-            _check_table(table, f"[{section}.{name}]", path)
+    build(ProfileFile, data, table="", origin=lambda key: str(path), error=ProfileError)
 
 
 def _merge(base: dict, data: dict, path: Path, origins: dict[str, str], prefix: str = "") -> dict:
@@ -155,7 +133,7 @@ def _merge(base: dict, data: dict, path: Path, origins: dict[str, str], prefix: 
             out[key] = _merge(out.get(key, {}), value, path, origins, f"{dotted}.")
         else:
             out[key] = value
-            origins[dotted] = str(path)
+        origins[dotted] = str(path)
     return out
 
 
@@ -177,26 +155,10 @@ def _load_chain(path: Path, is_user: bool, seen: list[Path]) -> tuple[dict, list
     return merged, [*files, str(path)], origins
 
 
-def _seeds(value, path: str) -> list[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ProfileError(f"{path}: [run] seeds = {value}; give a count >= 1 or a list")
-        return list(range(value))
-    if (isinstance(value, list) and value
-            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
-        if len(set(value)) != len(value):
-            raise ProfileError(f"{path}: [run] seeds {value} has repeated seeds")
-        return list(value)
-    raise ProfileError(f"{path}: [run] seeds must be a count (e.g. 3) or a list of seeds >= 0 "
-                       f"(e.g. [0, 1, 2]), got {value!r}")
-
-
-def _names(value, key: str, path: str) -> list[str] | str:
-    if isinstance(value, str) or (isinstance(value, list) and value
-                                  and all(isinstance(v, str) for v in value)):
-        return value
-    raise ProfileError(f"{path}: [run] {key} must be a string of names/wildcards or a list of "
-                       f"names, got {value!r}")
+def table(cls: type, merged: dict, name: str, origins: dict[str, str], where: str):
+    """The profile's table ``[name]`` built as ``cls``; an error names the file of the key."""
+    return build(cls, merged.get(name, {}), table=name, error=ProfileError,
+                 origin=lambda key: origins.get(f"{name}.{key}", where) if key else where)
 
 
 def load_profile(spec: str | Path | None = None) -> Profile:
@@ -212,45 +174,28 @@ def load_profile(spec: str | Path | None = None) -> Profile:
     else:
         path, is_user, name = _shipped_path(spec), False, spec
     merged, files, origins = _load_chain(path, is_user, [])
-    run = merged.get("run", {})
     where = files[-1]
-    missing = [k for k in REQUIRED_RUN_KEYS if k not in run]
-    if missing:
-        raise ProfileError(f"{where}: [run] is missing {missing} (and nothing it extends sets it)")
-    limit = run.get("time_limit_s", 0)
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-        raise ProfileError(f"{origins.get('run.time_limit_s', where)}: [run] time_limit_s must "
-                           f"be a number of seconds >= 0 (0 = no limit), got {limit!r}")
-    fast = run.get("fast", "auto")
-    if fast not in FAST_MODES:
-        raise ProfileError(f"{origins.get('run.fast', where)}: [run] fast must be one of "
-                           f"{', '.join(repr(m) for m in FAST_MODES)}, got {fast!r}")
+    run = table(RunSettings, merged, "run", origins, where)
+    estimate = table(EstimateSettings, merged, "estimate", origins, where) \
+        if merged.get("estimate") else None
+    tuning = table(TuningSettings, merged, "tuning", origins, where) \
+        if merged.get("tuning") else None
     return Profile(
         name=name,
         description=str(merged.get("description", "")),
         files=files,
-        tasks=_names(run["tasks"], "tasks", origins.get("run.tasks", where)),
-        scorers=_names(run["scorers"], "scorers", origins.get("run.scorers", where)),
-        seeds=_seeds(run["seeds"], origins.get("run.seeds", where)),
-        time_limit_s=float(limit) or None,
+        tasks=_names(run.tasks),
+        scorers=_names(run.scorers),
+        seeds=run.seed_list,
+        time_limit_s=run.time_limit_s or None,
         task_overrides=merged.get("tasks", {}),
         scorer_kwargs=merged.get("scorer_kwargs", {}),
         origins=origins,
-        estimate=_estimate(merged.get("estimate", {}), origins.get("estimate.device", where)),
-        fast=fast,
-        tuning=merged.get("tuning", {}),
+        estimate=dataclasses.asdict(estimate) if estimate else {},
+        fast=run.fast,
+        tuning=tuning,
     )
 
 
-def _estimate(table: dict, where: str) -> dict[str, Any]:
-    """``[estimate]``: ``device`` (text) and ``seconds_per_cell`` (task -> seconds > 0)."""
-    if not table:
-        return {}
-    unknown = sorted(set(table) - set(ESTIMATE_KEYS))
-    seconds = table.get("seconds_per_cell", {})
-    if unknown or not isinstance(table.get("device"), str) or not isinstance(seconds, dict) or \
-            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-                    for v in seconds.values()):
-        raise ProfileError(f"{where}: [estimate] takes device = \"text\" and seconds_per_cell = "
-                           f"{{task = seconds > 0, ...}}; got {table!r}")
-    return {"device": table["device"], "seconds_per_cell": dict(seconds)}
+def _names(value: str | tuple[str, ...]) -> list[str] | str:
+    return value if isinstance(value, str) else list(value)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from leaderboard.choice import Choice, Point, choose, point_label, points
 from leaderboard.schema import SWEEP, TUNED, Cell
+from registry.settings import RATE, keys_with_role
 
 from .cells import PlannedCell, expand, resolve_config
 from .profiles import Profile, ProfileError
@@ -39,6 +40,7 @@ class TuningPlan:
     tuning: Tuning
     tuned: dict[tuple[str, str], Tuned]
     metrics: dict[str, tuple[str, str]]     # task -> (validation metric, direction)
+    rates: dict[str, list[str]] = field(default_factory=dict)   # task -> its role="rate" keys
     configs: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     def config(self, task: str, point: Point) -> dict:
@@ -50,7 +52,7 @@ class TuningPlan:
             def source(k: str) -> str:
                 if k in grid_keys:
                     return f"{self.tuning.origin(f'grid.{task}.{k}')} [tuning.grid.{task}]"
-                return (f"{self.profile.origin(f'tasks.{task}.{k}')} [tasks.{task}]" if k else
+                return (self.profile.origin(f"tasks.{task}.{k}") if k else
                         f"{self.profile.origin(f'tuning.grid.{task}')} [tuning.grid.{task}]")
 
             from tasks import create_task
@@ -82,7 +84,8 @@ class TuningPlan:
                 out.append((record["status"], value))
             return out
 
-        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup)
+        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup,
+                      rates=self.rates[task])
 
     def follow_up(self, current: Callable[[Cell], dict | None]) -> list[PlannedCell]:
         """The sweep cells of every grid as it stands (grown where the records say so) and the
@@ -157,7 +160,7 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
     tuning = parse_tuning(profile) if tune else None
     if tuning is None:
         return RunPlan(planned)
-    metrics = {}
+    metrics, rates = {}, {}
     for task in tuning.grids:
         try:
             cls = get_task_class(task)
@@ -169,13 +172,14 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
                                f"{task!r} does not train and declares no validation metric; "
                                f"remove its grid")
         metrics[task] = (cls.validation.metric, cls.validation.direction)
+        rates[task] = keys_with_role(cls.Config, RATE)
     reporting_seeds = sorted({p.cell.seed for p in planned if p.cell.task in tuning.grids})
     overlap = sorted(set(reporting_seeds) & set(tuning.seeds))
     if overlap:
         raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {list(tuning.seeds)} share "
                            f"seed(s) {overlap} with the reporting seeds {reporting_seeds}; the "
                            f"choice must never see a reporting seed: pick disjoint seeds")
-    plan = TuningPlan(profile, tuning, {}, metrics)
+    plan = TuningPlan(profile, tuning, {}, metrics, rates)
     for task in tuning.grids:              # every point resolves (unknown keys, bad values)
         for point in points(tuning.grids[task]):
             plan.config(task, point)

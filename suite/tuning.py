@@ -24,12 +24,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from leaderboard.choice import SELECTION_RULE, Choice, is_rate
+from leaderboard.choice import SELECTION_RULE, Choice
 
 from .profiles import Profile, ProfileError
-
-TUNING_KEYS = ("enabled", "seeds", "max_extensions", "grid")
-FIRST_TUNING_SEED = 1000
 
 
 @dataclass(frozen=True)
@@ -43,61 +40,35 @@ class Tuning:
 
 
 def parse_tuning(profile: Profile) -> Tuning | None:
-    """The profile's tuning protocol, or None when it has none (or ``enabled = false``). A grid
-    that is empty, holds a non-number or a non-positive learning rate, or repeats a value is an
-    error naming the key and the profile file; unknown task config keys are found by
-    :func:`suite.cells.expand`, which resolves every point."""
-    table = profile.tuning
-    if not table:
+    """The profile's tuning protocol, or None when it has none (or ``enabled = false``). The
+    table is checked by its declaration when the profile loads (:class:`suite.tables.
+    TuningSettings`); here each grid: an empty one, a non-number or a repeated value is an error
+    naming the key and the profile file. Unknown or untunable task config keys, and values the
+    task's declaration does not allow, are found by :func:`suite.cells.expand`, which resolves
+    every point."""
+    settings = profile.tuning
+    if settings is None or not settings.enabled:
         return None
     where = profile.origin
-    unknown = sorted(set(table) - set(TUNING_KEYS))
-    if unknown:
-        raise ProfileError(f"{where(f'tuning.{unknown[0]}')}: unknown key(s) {unknown} in "
-                           f"[tuning]; allowed keys: {', '.join(TUNING_KEYS)}")
-    enabled = table.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ProfileError(f"{where('tuning.enabled')}: [tuning] enabled must be true or false, "
-                           f"got {enabled!r}")
-    if not enabled:
-        return None
-    seeds = table.get("seeds", 2)
-    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1:
-        seeds = list(range(FIRST_TUNING_SEED, FIRST_TUNING_SEED + seeds))
-    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise ProfileError(f"{where('tuning.seeds')}: [tuning] seeds must be a count >= 1 (seeds "
-                           f"{FIRST_TUNING_SEED}, {FIRST_TUNING_SEED + 1}, ...) or a list of "
-                           f"distinct seeds >= 0, got {seeds!r}")
-    cap = table.get("max_extensions", 2)
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-        raise ProfileError(f"{where('tuning.max_extensions')}: [tuning] max_extensions must be "
-                           f"an integer >= 0, got {cap!r}")
-    grids_table = table.get("grid", {})
-    if not isinstance(grids_table, dict):
-        raise ProfileError(f"{where('tuning.grid')}: [tuning.grid] must be a table of tasks")
     grids: dict[str, dict[str, tuple[float, ...]]] = {}
-    for task, axes in grids_table.items():
-        if not isinstance(axes, dict) or not axes:
+    for task, axes in settings.grid.items():
+        if not axes:
             raise ProfileError(f"{where(f'tuning.grid.{task}')}: [tuning.grid.{task}] is empty; "
                                f"give at least one config key with a list of values "
                                f"(e.g. lr = [1e-4, 3e-4, 1e-3, 3e-3])")
         grids[task] = {key: _axis(values, f"{where(f'tuning.grid.{task}.{key}')}: "
-                                          f"[tuning.grid.{task}] {key}", key)
+                                          f"[tuning.grid.{task}] {key}")
                        for key, values in axes.items()}
-    return Tuning(seeds=tuple(seeds), max_extensions=cap, grids=grids,
-                  origin=lambda key: where(f"tuning.{key}"))
+    return Tuning(seeds=tuple(settings.seed_list), max_extensions=settings.max_extensions,
+                  grids=grids, origin=lambda key: where(f"tuning.{key}"))
 
 
-def _axis(values: Any, where: str, key: str) -> tuple[float, ...]:
+def _axis(values: Any, where: str) -> tuple[float, ...]:
     if not isinstance(values, list) or not values:
         raise ProfileError(f"{where} must be a non-empty list of numbers, got {values!r}")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                for v in values):
         raise ProfileError(f"{where} must hold finite numbers only, got {values!r}")
-    if is_rate(key) and any(v <= 0 for v in values):
-        raise ProfileError(f"{where} holds a non-positive learning rate "
-                           f"({[v for v in values if v <= 0]}); every rate must be > 0")
     if len(set(values)) != len(values):
         raise ProfileError(f"{where} repeats a value: {values!r}")
     return tuple(sorted(values))

@@ -7,14 +7,14 @@ evaluation. ``run`` returns a :class:`TaskResult`; a training run that blows up 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 import torch
 
-from .config import ConfigError, TaskConfig, check_fields, coerce_value
+from registry.settings import SettingError, build
+
 from .registry import TaskError
 from .validation import Validation
 
@@ -131,22 +131,14 @@ class Task:
         (:mod:`tasks.config`). An unknown key or a value its field does not allow is a TaskError
         that starts with ``source`` (or ``source(key)``: where that key was written)."""
         where = source if callable(source) else (lambda key: source)
-        fields = {f.name: f for f in dataclasses.fields(self.Config)}
-        for key in overrides or {}:
-            if key not in fields:
-                close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise TaskError(f"{where(key)}: unknown key {key!r} for task {self.name!r}{hint}; "
-                                f"valid keys: {', '.join(sorted(fields))}")
+        table = f"tasks.{self.name}"
         try:
-            values = {k: coerce_value(fields[k], v) for k, v in (overrides or {}).items()}
-            cfg = self.Config(**values)
-            if not isinstance(cfg, TaskConfig):
-                check_fields(cfg)
-        except ConfigError as e:
-            raise TaskError(f"{where(e.key or '')}: task {self.name!r}: {e}") from None
+            cfg = build(self.Config, dict(overrides or {}), table=table,
+                        origin=lambda key: where(key or ""))
+        except SettingError as e:
+            raise TaskError(str(e)) from None
         except TaskError as e:
-            raise TaskError(f"{where('')}: task {self.name!r}: {e}") from None
+            raise TaskError(f"{where('')}: [{table}] {e}") from None
         self.metric_specs(cfg, source=where(HEADLINE_KEY))
         return cfg
 

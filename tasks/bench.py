@@ -35,16 +35,26 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from registry.settings import Settings, SettingError, setting
+
 PROFILE = "bench"
 DEFAULT_SHAPES = ((8, 8, 128, 32), (4, 8, 512, 64))
 MASKS = ("causal", "none", "padding")
 CLOCKS = ("wall", "cpu")
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 MEMORY_METHOD = {"cpu": "torch.profiler allocation timeline (peak bytes live, created in the call)",
                  "cuda": "torch.cuda.max_memory_allocated above the allocation before the call"}
 
 
-class BenchError(ValueError):
+class BenchError(SettingError):
     """A bench option is wrong; the message says how to fix it."""
+
+
+def fast_modes() -> tuple[str, ...]:
+    """Every mode a bench measures: auto, off and the registered fast forms."""
+    from scorers.fast import modes
+
+    return modes()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,63 +257,39 @@ def measure_memory(variants: list[Variant], device) -> None:
 # ---------------------------------------------------------------------------------------------
 # bench scorers
 
-def _check_block_size(block_size) -> None:
-    if block_size is not None and block_size < 1:
-        raise BenchError(f"--block-size must be >= 1, got {block_size}")
-
-
-def _check_device_and_threads(device: str, threads: int) -> None:
+def _check_device(device: str) -> None:
     try:
         torch.device(device)
     except (RuntimeError, TypeError):
-        raise BenchError(f"device {device!r} is not a torch device (cpu, cuda, cuda:1)") from None
-    if threads < 0:
-        raise BenchError(f"threads must be >= 0 (0: torch's default), got {threads}")
+        raise BenchError(f"config key 'device' must be a torch device (cpu, cuda, cuda:1), "
+                         f"got {device!r}", "device") from None
 
 
 @dataclass
-class ScorerBenchConfig:
+class ScorerBenchConfig(Settings):
     """``bench_scorers``: shapes (B, H, L, D), timing and the device measured (part of the cell)."""
 
-    shapes: list = field(default_factory=lambda: [list(s) for s in DEFAULT_SHAPES])
-    repeats: int = 5
-    warmup: int = 2
-    mask: str = "causal"
-    dtype: str = "float32"
-    device: str = "cpu"
-    threads: int = 0  # 0: torch's default
-    clock: str = "wall"
-    fast_mode: str = "auto"
-    block_size: int | None = None  # None: each form's own
+    error = BenchError
 
-    def __post_init__(self):
-        self.check()
+    shapes: list = setting(default_factory=lambda: [list(s) for s in DEFAULT_SHAPES])
+    repeats: int = setting(5, ge=1)
+    warmup: int = setting(2, ge=1)             # compilation happens there
+    mask: str = setting("causal", choices=MASKS)
+    dtype: str = setting("float32", choices=DTYPES)
+    device: str = "cpu"
+    threads: int = setting(0, ge=0)            # 0: torch's default
+    clock: str = setting("wall", choices=CLOCKS)
+    fast_mode: str = setting("auto", choices=fast_modes)
+    block_size: int | None = setting(None, ge=1)   # None: each form's own
 
     def check(self) -> None:
-        if not isinstance(self.shapes, (list, tuple)) or not self.shapes or not all(
+        if not self.shapes or not all(
                 isinstance(x, (list, tuple)) and len(x) == 4
                 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in x)
                 for x in self.shapes):
-            raise BenchError(f"shapes must be a list of [B, H, L, D] lists of positive integers, "
-                             f"got {self.shapes!r}")
-        _check_device_and_threads(self.device, self.threads)
-        if self.repeats < 1:
-            raise BenchError(f"--repeats must be >= 1, got {self.repeats}")
-        if self.warmup < 1:
-            raise BenchError(f"--warmup must be >= 1 (compilation happens there), got "
-                             f"{self.warmup}")
-        if self.mask not in MASKS:
-            raise BenchError(f"--mask must be one of {MASKS}, got {self.mask!r}")
-        if self.dtype not in ("float32", "bfloat16", "float16", "float64"):
-            raise BenchError(f"--dtype must be float32, bfloat16, float16 or float64, got "
-                             f"{self.dtype!r}")
-        _clock(self.clock)
-        from scorers.fast import modes
-
-        if self.fast_mode not in modes():
-            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
-        _check_block_size(self.block_size)
-
+            raise BenchError(f"config key 'shapes' must be a list of [B, H, L, D] lists of "
+                             f"positive integers, got {self.shapes!r}", "shapes")
+        _check_device(self.device)
 
 
 @dataclass
@@ -566,38 +552,24 @@ BACKBONES = {"icl": Backbone(_icl), "decoder": Backbone(_decoder),
 
 
 @dataclass
-class TrainBenchConfig:
+class TrainBenchConfig(Settings):
     """``bench_train``: backbones, their size, timing, the fast-path mode and the device."""
 
-    backbones: list = field(default_factory=lambda: list(BACKBONES))
-    repeats: int = 5
-    warmup: int = 2
-    device: str = "cpu"
-    threads: int = 0
-    clock: str = "wall"
-    fast_mode: str = "auto"  # as training runs the scorers ([run] fast = "auto")
-    block_size: int | None = None
-    size: str = "small"
+    error = BenchError
 
-    def __post_init__(self):
-        self.check()
+    backbones: tuple[str, ...] = setting(default_factory=lambda: tuple(BACKBONES),
+                                         choices=tuple(BACKBONES), nonempty=True)
+    repeats: int = setting(5, ge=1)
+    warmup: int = setting(2, ge=1)
+    device: str = "cpu"
+    threads: int = setting(0, ge=0)
+    clock: str = setting("wall", choices=CLOCKS)
+    fast_mode: str = setting("auto", choices=fast_modes)  # as training runs ([run] fast = "auto")
+    block_size: int | None = setting(None, ge=1)
+    size: str = setting("small", choices=lambda: tuple(TRAIN_SIZES))
 
     def check(self) -> None:
-        unknown = [b for b in self.backbones if b not in BACKBONES]
-        if unknown or not self.backbones:
-            raise BenchError(f"--backbones: unknown {unknown}; choose from {list(BACKBONES)}")
-        if self.repeats < 1 or self.warmup < 1:
-            raise BenchError("--repeats and --warmup must be >= 1")
-        _check_device_and_threads(self.device, self.threads)
-        if self.size not in TRAIN_SIZES:
-            raise BenchError(f"--size must be one of {sorted(TRAIN_SIZES)}, got {self.size!r}")
-        _clock(self.clock)
-        from scorers.fast import modes
-
-        if self.fast_mode not in modes():
-            raise BenchError(f"--fast must be one of {modes()}, got {self.fast_mode!r}")
-        _check_block_size(self.block_size)
-
+        _check_device(self.device)
 
 
 # Model and batch per backbone: "small" runs on 2 CPU cores in seconds per step; "tiny" checks

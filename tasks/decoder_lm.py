@@ -77,10 +77,10 @@ class DecoderLMConfig(TaskConfig):
     norm_eps: float = setting(1e-5, gt=0)
     init_std: float = setting(0.0134, gt=0)
     # training
-    steps: int = setting(1000, ge=1)
+    steps: int = setting(1000, ge=1, role="steps")
     batch_size: int = setting(16, ge=1)
-    lr: float = setting(3e-4, gt=0, tunable=True)
-    min_lr: float = setting(3e-5, ge=0)
+    lr: float = setting(3e-4, gt=0, tunable=True, role="rate")
+    min_lr: float = setting(3e-5, ge=0, role="rate")
     warmup_steps: int = setting(100, ge=0)
     weight_decay: float = setting(0.1, ge=0, tunable=True)
     beta1: float = setting(0.9, ge=0, lt=1)

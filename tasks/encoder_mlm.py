@@ -66,13 +66,13 @@ class EncoderMLMConfig(TaskConfig):
     # 1/(1 - beta^t) corrections are left out (tasks.training.AdamW); true gives torch's AdamW.
     bias_correction: bool = False
     batch_size: int = setting(16, ge=1)
-    lr: float = setting(1e-4, gt=0, tunable=True)
+    lr: float = setting(1e-4, gt=0, tunable=True, role="rate")
     weight_decay: float = setting(0.0, ge=0, tunable=True)
     adam_beta1: float = setting(0.9, ge=0, lt=1)
     adam_beta2: float = setting(0.999, ge=0, lt=1)
     adam_eps: float = setting(1e-6, gt=0)
     warmup_steps: int = setting(24_000, ge=0)
-    max_steps: int = setting(0, ge=0)                # 0: one pass over the masked copies
+    max_steps: int = setting(0, ge=0, role="steps")  # 0: one pass over the masked copies
     grad_clip: float = setting(1.0, ge=0)
     diverge_factor: float = setting(2.0, ge=0)       # diverged: smoothed loss > factor * ln(V)
     # evaluation

@@ -35,9 +35,9 @@ class ICLTaskConfig(TaskConfig):
     n_positions: int = setting(256, ge=1)
     mlp: bool = True
     # training: Adam, no weight decay, constant learning rate, fresh samples every step
-    train_steps: int = setting(500_001, ge=1)
+    train_steps: int = setting(500_001, ge=1, role="steps")
     batch_size: int = setting(64, ge=1)
-    lr: float = setting(1e-4, gt=0, tunable=True)
+    lr: float = setting(1e-4, gt=0, tunable=True, role="rate")
     # curriculum: T = min(curriculum_end, curriculum_start + curriculum_increment * (step // curriculum_every))
     curriculum_start: int = setting(11, ge=1)
     curriculum_end: int = setting(41, ge=1)

@@ -84,9 +84,9 @@ def test_command_line_selection_replaces_the_profile(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"nn": 3}, r"unknown key 'nn' for task 'suite_test_draws' \(did you mean 'n'\?\)"),
-    ({"n": "three"}, r"\[tasks.suite_test_draws\]: task 'suite_test_draws': config key 'n' "
-                     r"must be an integer, got 'three'"),
+    ({"nn": 3}, r"\[tasks.suite_test_draws\] unknown key 'nn' \(did you mean 'n'\?\)"),
+    ({"n": "three"}, r"\[tasks.suite_test_draws\] config key 'n' must be an integer, got "
+                     r"'three'"),
     ({"n": 2.5}, "'n' must be an integer"),
     ({"log": 1}, "'log' must be a string"),
     ({"sigmas": 3}, "'sigmas' must be a list"),

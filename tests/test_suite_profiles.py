@@ -112,12 +112,21 @@ def test_unknown_profile_name_suggests_the_closest():
 
 
 @pytest.mark.parametrize("text, match", [
-    ("[run]\nseeds = 0\n", "seeds = 0"),
-    ("[run]\nseeds = [1, 1]\n", "repeated"),
-    ("[run]\nseeds = 'three'\n", "seeds must be a count"),
-    ("[run]\ntime_limit_s = -1\n", "time_limit_s"),
-    ("[run]\nfast = 'fused'\n", "fast must be one of 'auto', 'off'"),
-    ("[run]\nscorers = 3\n", "scorers must be"),
+    ("[run]\nseeds = 0\n", r"\[run\] config key 'seeds' must be a count >= 1 or a list"),
+    ("[run]\nseeds = [1, 1]\n", r"\[run\] config key 'seeds' has repeated seeds"),
+    ("[run]\nseeds = 'three'\n", r"\[run\] config key 'seeds' must be an integer or a list of "
+                                 r"integers, got 'three'"),
+    ("[run]\ntime_limit_s = -1\n", r"\[run\] config key 'time_limit_s' must be >= 0"),
+    ("[run]\nfast = 'fused'\n", r"\[run\] config key 'fast' must be one of \['auto', 'off'\]"),
+    ("[run]\nscorers = 3\n", r"\[run\] config key 'scorers' must be a string or a list of "
+                             r"strings"),
+    ("[estimate]\ndevice = 3\n", r"\[estimate\] config key 'device' must be a string"),
+    ("[estimate]\ndevice = 'x'\nseconds_per_cell = {a = 0}\n",
+     r"\[estimate\] config key 'seconds_per_cell' must be > 0, got 0"),
+    ("[estimate]\nseconds_per_cell = {a = 1}\n", r"\[estimate\] is missing \['device'\]"),
+    ("[tuning]\nenabled = 1\n", r"\[tuning\] config key 'enabled' must be true or false"),
+    ("[tuning]\nmax_extensions = -1\n", r"\[tuning\] config key 'max_extensions' must be >= 0"),
+    ("[tuning]\nseeds = [1000, 1000]\n", r"\[tuning\] config key 'seeds' has repeated seeds"),
     ("[run\n", "not valid TOML"),
     ("extends = 'nope'\n", "unknown profile 'nope'"),
 ])

@@ -72,5 +72,6 @@ def test_a_config_built_directly_is_checked_like_one_from_a_profile(name):
     task = tasks.create_task(name)
     with pytest.raises(ConfigError, match="config key 'lr' must be > 0"):
         task.Config(lr=-1e-3)
-    with pytest.raises(tasks.TaskError, match="cfg.toml: task .*config key 'lr' must be > 0"):
+    with pytest.raises(tasks.TaskError,
+                       match=r"cfg.toml: \[tasks\..*\] config key 'lr' must be > 0"):
         task.config({"lr": -1e-3}, source="cfg.toml")

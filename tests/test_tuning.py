@@ -28,6 +28,7 @@ from suite.tuning import parse_tuning
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
 TASK = "suite_test_tuned"
 GRID = [2.5e-4, 5e-4, 1e-3, 2e-3]
+RATES = ("lr",)          # the axes the plugin task and the shipped tasks declare role="rate"
 
 
 @pytest.fixture(autouse=True)
@@ -85,11 +86,11 @@ def test_the_best_mean_over_tuning_seeds_is_chosen_and_failed_points_never_are()
     # 4e-3 has the best single seed but failed on the other: it is never chosen
     found = {1e-3: [("ok", 0.5), ("ok", 0.6)], 2e-3: [("ok", 0.7), ("ok", 0.8)],
              4e-3: [("ok", 0.99), ("diverged", None)], 8e-3: [("nan", None), ("nan", None)]}
-    choice = choose(base, "higher", 2, lookup_from(found))
+    choice = choose(base, "higher", 2, lookup_from(found), rates=RATES)
     assert choice.complete and choice.chosen == {"lr": 2e-3}
     assert choice.scores["lr=0.002"] == pytest.approx(0.75)
     assert choice.scores["lr=0.004"] is None and choice.at_edge == []
-    lower = choose(base, "lower", 2, lookup_from(found))
+    lower = choose(base, "lower", 2, lookup_from(found), rates=RATES)
     assert lower.chosen is None and lower.pending == [{"lr": 5e-4}]   # best at the low edge
 
 
@@ -101,7 +102,7 @@ def test_a_best_point_at_an_edge_grows_the_grid_one_step_that_way_up_to_the_cap(
         seen.append(p["lr"])
         return [("ok", p["lr"]), ("ok", p["lr"])] if p["lr"] <= 8e-3 else None
 
-    first = choose(base, "higher", 2, lookup)
+    first = choose(base, "higher", 2, lookup, rates=RATES)
     assert first.pending == [{"lr": 1.6e-2}]     # the ratio of the two edge values: x2
     assert first.axes["lr"] == (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)
     assert not first.complete and first.chosen is None
@@ -109,11 +110,11 @@ def test_a_best_point_at_an_edge_grows_the_grid_one_step_that_way_up_to_the_cap(
     def everything(p):
         return [("ok", p["lr"]), ("ok", p["lr"])]
 
-    capped = choose(base, "higher", 2, everything)
+    capped = choose(base, "higher", 2, everything, rates=RATES)
     assert capped.axes["lr"] == (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)
     assert capped.chosen == {"lr": 3.2e-2} and capped.at_edge == ["lr:high"]
     assert capped.extensions == {"lr": {"low": 0, "high": 2}}
-    none = choose(base, "higher", 0, everything)
+    none = choose(base, "higher", 0, everything, rates=RATES)
     assert none.chosen == {"lr": 8e-3} and none.at_edge == ["lr:high"]
     assert grown((1e-3, 3e-3), "low") == (pytest.approx(3.33333e-4), 1e-3, 3e-3)
 
@@ -124,13 +125,14 @@ def test_an_axis_with_zero_does_not_grow_past_it_and_ties_go_to_the_first_point(
     def flat(p):
         return [("ok", 1.0)]
 
-    choice = choose(base, "higher", 0, flat)
+    choice = choose(base, "higher", 0, flat, rates=RATES)
     assert choice.chosen == {"lr": 1e-3, "weight_decay": 0.0}
     assert [p for p in points(choice.axes)][0] == choice.chosen
 
 
 def test_every_point_failing_is_a_choice_of_nothing():
-    choice = choose({"lr": (1e-3, 2e-3)}, "higher", 2, lambda p: [("diverged", None)])
+    choice = choose({"lr": (1e-3, 2e-3)}, "higher", 2, lambda p: [("diverged", None)],
+                    rates=RATES)
     assert choice.complete and choice.chosen is None
     assert set(choice.scores.values()) == {None}
 
@@ -149,7 +151,7 @@ LR_WD = {"lr": (2e-3, 4e-3, 8e-3), "weight_decay": (0.0, 0.1)}
 
 
 def test_a_rate_is_judged_by_its_worst_cell_so_a_rate_at_the_edge_of_stability_is_not_chosen():
-    choice = choose(LR_WD, "lower", 2, lookup_grid(PLUS_ONE))
+    choice = choose(LR_WD, "lower", 2, lookup_grid(PLUS_ONE), rates=RATES)
     assert choice.chosen == {"lr": 4e-3, "weight_decay": 0.1}
     assert choice.rate_scores == {"lr=0.002": 5.530, "lr=0.004": 5.471, "lr=0.008": 5.921}
     # the point with the best mean is still scored by its mean, it is just not chosen
@@ -158,7 +160,7 @@ def test_a_rate_is_judged_by_its_worst_cell_so_a_rate_at_the_edge_of_stability_i
     # a stable 8e-3 is chosen, at the edge, and grows the grid there
     stable = {**PLUS_ONE, (8e-3, 0.0): [5.444, 5.450], (8e-3, 0.1): [5.447, 5.452]}
     grown_choice = choose(LR_WD, "lower", 2, lambda p: lookup_grid(stable)(p) if p["lr"] <= 8e-3
-                          else None)
+                          else None, rates=RATES)
     assert grown_choice.pending == [{"lr": 1.6e-2, "weight_decay": 0.0},
                                     {"lr": 1.6e-2, "weight_decay": 0.1}]
 
@@ -173,7 +175,7 @@ def test_a_failed_cell_rules_out_its_whole_rate_and_the_mean_chooses_within_a_ra
         return [("ok", v) if v is not None else ("diverged", None)
                 for v in values[(p["lr"], p["weight_decay"])]]
 
-    choice = choose(base, "higher", 2, lookup)
+    choice = choose(base, "higher", 2, lookup, rates=RATES)
     assert choice.rate_scores["lr=0.004"] is None         # one diverged cell at wd 0.1
     assert choice.scores["lr=0.004,weight_decay=0"] == pytest.approx(0.955)
     assert choice.rate_scores["lr=0.002"] == pytest.approx(0.70)
@@ -186,10 +188,10 @@ def test_without_a_rate_axis_each_point_is_judged_by_its_worst_seed():
     values = {2.5e-4: [0.255, 0.244], 5e-4: [0.276, 0.264], 1e-3: [0.251, 0.605],
               2e-3: [0.260, 0.878], 4e-3: [0.263, 0.246]}
     lookup = (lambda p: [("ok", v) for v in values[p["lr"]]])
-    assert choose({"lr": tuple(values)}, "higher", 0, lookup).chosen == {"lr": 5e-4}
+    assert choose({"lr": tuple(values)}, "higher", 0, lookup, rates=RATES).chosen == {"lr": 5e-4}
     by_seed = {0.0: [0.5, 0.9], 0.1: [0.6, 0.7]}
     choice = choose({"momentum": (0.0, 0.1)}, "higher", 0,
-                    lambda p: [("ok", v) for v in by_seed[p["momentum"]]])
+                    lambda p: [("ok", v) for v in by_seed[p["momentum"]]], rates=RATES)
     assert choice.chosen == {"momentum": 0.1} and choice.rate_scores == {"momentum=0": 0.5,
                                                                          "momentum=0.1": 0.6}
 
@@ -203,7 +205,7 @@ def reference_choice(axes: dict, cells: dict, direction: str) -> dict | None:
                            "value": value}
                           for i, (point, seeds) in enumerate(cells.items())
                           for j, (ok, value) in enumerate(seeds)])
-    rate_keys = [k for k in keys if k in ("lr", "min_lr") or k.endswith("_lr")] or keys
+    rate_keys = [k for k in keys if k in RATES] or keys
     sign = 1 if direction == "higher" else -1
     rates = table.groupby(rate_keys, sort=False).agg(
         ok=("ok", "all"), worst=("value", "min" if sign > 0 else "max"), order=("order", "min"))
@@ -240,7 +242,7 @@ def test_the_choice_matches_the_rule_written_over_a_table(trial):
     def lookup(p):
         return [("ok", v) if ok else ("diverged", None) for ok, v in cells[tuple(p.values())]]
 
-    choice = choose(axes, direction, 0, lookup)
+    choice = choose(axes, direction, 0, lookup, rates=RATES)
     assert choice.chosen == reference_choice(axes, cells, direction)
 
 
@@ -250,8 +252,8 @@ def test_the_choice_matches_the_rule_written_over_a_table(trial):
 @pytest.mark.parametrize("grid, needle", [
     ({"lrr": [1e-3, 2e-3]}, "unknown key 'lrr'"),
     ({"lr": []}, "[tuning.grid.suite_test_tuned] lr must be a non-empty list"),
-    ({"lr": [1e-3, 0.0]}, "non-positive learning rate"),
-    ({"lr": [1e-3, -2e-3]}, "non-positive learning rate"),
+    ({"lr": [1e-3, 0.0]}, "[tasks.suite_test_tuned] config key 'lr' must be > 0, got 0.0"),
+    ({"lr": [1e-3, -2e-3]}, "[tasks.suite_test_tuned] config key 'lr' must be > 0, got -0.002"),
     ({"weight_decay": [0.0, -0.1]}, "config key 'weight_decay' must be >= 0, got -0.1"),
     ({"best_lr": [1e-3, 2e-3]}, "does not declare 'best_lr' tunable; its tunable keys: lr, "
                                 "weight_decay"),
@@ -291,6 +293,21 @@ def test_shipped_profiles_tune_every_training_task_with_a_wide_rate_grid():
             assert len(lr) >= 4 and lr[-1] / lr[0] >= 10 - 1e-9, (name, task)
             ratios = [b / a for a, b in zip(lr, lr[1:])]
             assert max(ratios) / min(ratios) < 1.2, (name, task)     # log-spaced (rounded)
+
+
+def test_the_leaderboard_knows_every_tunable_rate_a_task_declares():
+    """The leaderboard recomputes the choice from records, which name no roles: its rate axes
+    (data) cover every tunable key a task declares role="rate", and the plugin's."""
+    from leaderboard.tuning import RATE_KEYS
+    from registry.settings import RATE, keys_with_role
+    from tasks import get_task_class, list_tasks
+    from tasks.config import tunable_keys
+
+    with tuned_plugin():
+        for name in [*list_tasks(), TASK]:
+            config = get_task_class(name).Config
+            rates = set(keys_with_role(config, RATE)) & set(tunable_keys(config))
+            assert rates <= set(RATE_KEYS) == set(RATES), name
 
 
 # ------------------------------------------------------------------------ runs
@@ -508,8 +525,8 @@ def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_ke
     import suite.sweep
     from leaderboard.release import load_release, publish, reproduce
 
-    def earlier_rule(*args):
-        choice = choose(*args)
+    def earlier_rule(*args, **kwargs):
+        choice = choose(*args, **kwargs)
         return dataclasses.replace(choice, chosen={"lr": 5e-4}) if choice.chosen else choice
 
     with tuned_plugin():
@@ -556,7 +573,7 @@ def test_every_training_task_declares_a_validation_metric():
         if task.on_request:
             continue
         config = dataclasses.asdict(task.config())
-        trains = steps_of(config) is not None
+        trains = steps_of(name, config) is not None
         assert (task.validation is not None) == trains, name
         if trains:
             assert task.validation.direction in ("higher", "lower")

@@ -34,8 +34,8 @@ class TunedTask(Task):
 
     @dataclass
     class Config(TaskConfig):
-        steps: int = 8
-        lr: float = setting(1e-3, gt=0, tunable=True)
+        steps: int = setting(8, ge=1, role="steps")
+        lr: float = setting(1e-3, gt=0, tunable=True, role="rate")
         weight_decay: float = setting(0.0, ge=0, tunable=True)
         best_lr: float = 1e-3
         diverge_at_or_above: float = 1.0   # lr at or above this: TrainingFailure("diverged")

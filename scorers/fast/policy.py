@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import torch
 
+from registry.modes import FAST_MODES
+
 from ..base import Scorer
 from ..forms import (ByLength, FastForm, FastPathError, ReferenceForm, check_block_size,
                      form_names, get_form)
 from ..registry import get_scorer_class, list_scorers
 from .planning import module_device
 
-# What a run may ask for (a profile's [run] fast, `scorebench run --fast`).
-FAST_MODES = ("auto", "off")
-
 
 def modes() -> tuple[str, ...]:
     """Every mode :func:`accelerate` takes: auto, off and the registered forms."""
-    return ("auto", "off", *form_names())
+    return (*FAST_MODES, *form_names())
 
 
 def check_mode(mode: str) -> None:

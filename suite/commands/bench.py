@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from scorers.forms import form_names
+from registry.settings import declared, default
+from tasks.bench import ScorerBenchConfig, TrainBenchConfig
 
 
 def _positive(text: str) -> int:
@@ -18,17 +19,20 @@ def _positive(text: str) -> int:
     raise argparse.ArgumentTypeError(f"{text!r}: give an integer >= 1")
 
 
-def _common_options(p) -> None:
+def _common_options(p, config: type) -> None:
     p.add_argument("--scorers", default="*", metavar="a,ssa*",
                    help="scorers to measure (names, aliases or wildcards; default all)")
-    p.add_argument("--repeats", type=_positive, default=5, metavar="N",
-                   help="timed repeats per variant; the median is reported (default 5)")
-    p.add_argument("--warmup", type=_positive, default=2, metavar="N",
-                   help="untimed runs first, where compilation happens (default 2)")
+    p.add_argument("--repeats", type=_positive, default=default(config, "repeats"), metavar="N",
+                   help=f"timed repeats per variant; the median is reported (default "
+                        f"{default(config, 'repeats')})")
+    p.add_argument("--warmup", type=_positive, default=default(config, "warmup"), metavar="N",
+                   help=f"untimed runs first, where compilation happens (default "
+                        f"{default(config, 'warmup')})")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's choice)")
-    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+    p.add_argument("--clock", choices=declared(config, "clock").allowed(),
+                   default=default(config, "clock"),
                    help="wall time (default) or this process's CPU time (steadier on a "
                         "shared machine with one thread)")
     p.add_argument("--block-size", type=_positive, default=None, metavar="N",
@@ -38,6 +42,10 @@ def _common_options(p) -> None:
     p.add_argument("--results", default="results", metavar="DIR",
                    help="results directory for the cost records (default ./results)")
     p.add_argument("--no-records", action="store_true", help="print the table only")
+
+
+def _choices(key: str) -> tuple:
+    return declared(ScorerBenchConfig, key).allowed()
 
 
 def register(sub, common):
@@ -59,28 +67,31 @@ def register(sub, common):
     s.add_argument("--plot", default=None, metavar="PNG",
                    help="where the length sweep's plot goes (default "
                         "RESULTS/bench_scorers/scaling.png)")
-    s.add_argument("--mask", choices=["causal", "none", "padding"], default="causal",
-                   help="attention mask (default causal)")
-    s.add_argument("--dtype", default="float32",
-                   choices=["float32", "bfloat16", "float16", "float64"])
-    s.add_argument("--fast", default="auto",
-                   choices=["off", "auto", *form_names()],
-                   help="fast-path mode measured next to attend (default auto; off: attend only)")
-    _common_options(s)
+    s.add_argument("--mask", choices=_choices("mask"), default=default(ScorerBenchConfig, "mask"),
+                   help=f"attention mask (default {default(ScorerBenchConfig, 'mask')})")
+    s.add_argument("--dtype", choices=_choices("dtype"),
+                   default=default(ScorerBenchConfig, "dtype"))
+    s.add_argument("--fast", choices=_choices("fast_mode"),
+                   default=default(ScorerBenchConfig, "fast_mode"),
+                   help=f"fast-path mode measured next to attend (default "
+                        f"{default(ScorerBenchConfig, 'fast_mode')}; off: attend only)")
+    _common_options(s, ScorerBenchConfig)
     s.set_defaults(func=run_scorers)
     t = what.add_parser("train", parents=[common], help="training-step time of each backbone",
                         description="Training-step time (forward, backward, Adam) of each "
                                     "backbone per scorer, as a ratio to the softmax backbone.")
-    t.add_argument("--backbones", default="icl,decoder,encoder", metavar="a,b",
-                   help="backbones of tasks/models (default icl,decoder,encoder)")
-    t.add_argument("--size", default="small", choices=["tiny", "small", "paper"],
+    backbones = ",".join(default(TrainBenchConfig, "backbones"))
+    t.add_argument("--backbones", default=backbones, metavar="a,b",
+                   help=f"backbones of tasks/models (default {backbones})")
+    t.add_argument("--size", default=default(TrainBenchConfig, "size"),
+                   choices=declared(TrainBenchConfig, "size").allowed(),
                    help="model and batch sizes (default small: seconds per step on a CPU; "
                         "tiny: a quick check that the bench runs)")
-    t.add_argument("--fast", default="auto",
-                   choices=["off", "auto", *form_names()],
+    t.add_argument("--fast", default=default(TrainBenchConfig, "fast_mode"),
+                   choices=declared(TrainBenchConfig, "fast_mode").allowed(),
                    help="the backbones' scorer paths: auto (default) and off as training runs "
                         "them ([run] fast), or one mode of scorers.fast")
-    _common_options(t)
+    _common_options(t, TrainBenchConfig)
     t.set_defaults(func=run_train)
 
 

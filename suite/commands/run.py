@@ -46,13 +46,16 @@ def register(sub, common):
 
 def add_run_arguments(p) -> None:
     """Every option of ``scorebench run`` (``scorebench nightly`` takes them all)."""
-    from scorers.fast.policy import FAST_MODES
+    from registry.settings import declared, default
 
     from ..executors import get_executor_class, list_executors
+    from ..profiles import DEFAULT_PROFILE
     from ..scheduler import RERUN_CHOICES
+    from ..tables import RunSettings
 
-    p.add_argument("--profile", default="cpu", metavar="NAME|FILE",
-                   help="a shipped profile (smoke, cpu, gpu, paper; default cpu) or a TOML file")
+    p.add_argument("--profile", default=DEFAULT_PROFILE, metavar="NAME|FILE",
+                   help=f"a shipped profile (smoke, cpu, gpu, paper; default {DEFAULT_PROFILE}) "
+                        f"or a TOML file")
     p.add_argument("--tasks", metavar="a,b", help="tasks to run (names or wildcards); default: "
                                                   "the profile's")
     p.add_argument("--scorers", metavar="a,ssa*", help="scorers to run (names, aliases or "
@@ -71,9 +74,10 @@ def add_run_arguments(p) -> None:
                    help="stop after the first cell with status error, oom or timeout")
     p.add_argument("--executor", default="local", choices=list_executors(),
                    help="the engine that runs the cells (default local)")
-    p.add_argument("--fast", choices=FAST_MODES, default=None,
-                   help="the scorers' fast paths in training (default: the profile's [run] fast, "
-                        "auto unless it says otherwise); not part of a cell's identity")
+    p.add_argument("--fast", choices=declared(RunSettings, "fast").allowed(), default=None,
+                   help=f"the scorers' fast paths in training (default: the profile's [run] fast, "
+                        f"{default(RunSettings, 'fast')} unless it says otherwise); not part of a "
+                        f"cell's identity")
     p.add_argument("--no-tuning", action="store_true",
                    help="run every task at the profile's config, without the sweep of its "
                         "[tuning] (the reporting cells then name no chosen point)")

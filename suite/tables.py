@@ -1,0 +1,80 @@
+"""The tables of a profile, declared: each is a :class:`registry.settings.Settings` dataclass
+whose declaration is its validation (``[tasks.<name>]`` is the task's own ``Config``).
+:func:`suite.profiles.load_profile` builds every one of them from the merged files."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from registry.modes import FAST_MODES
+from registry.settings import Settings, SettingError, setting
+
+FIRST_TUNING_SEED = 1000
+
+
+def _distinct_seeds(key: str, seeds: int | tuple[int, ...]) -> None:
+    if isinstance(seeds, int) and seeds < 1:
+        raise SettingError(f"config key {key!r} must be a count >= 1 or a list of seeds, got "
+                           f"{seeds}", key)
+    if isinstance(seeds, tuple) and len(set(seeds)) != len(seeds):
+        raise SettingError(f"config key {key!r} has repeated seeds: {list(seeds)}", key)
+
+
+@dataclass
+class ProfileFile(Settings):
+    """The top level of one profile file (the tables are checked after the files merge)."""
+
+    description: str = ""
+    name: str = ""
+    extends: str | None = None   # a profile name or a path; "" starts from nothing
+    run: dict = setting(default_factory=dict)
+    tasks: dict[str, dict] = setting(default_factory=dict)
+    scorer_kwargs: dict[str, dict] = setting(default_factory=dict)
+    estimate: dict = setting(default_factory=dict)
+    tuning: dict = setting(default_factory=dict)
+
+
+@dataclass
+class RunSettings(Settings):
+    """``[run]``: what a run runs."""
+
+    tasks: str | tuple[str, ...] = setting(nonempty=True)      # names or wildcards
+    scorers: str | tuple[str, ...] = setting(nonempty=True)    # names, aliases or wildcards
+    seeds: int | tuple[int, ...] = setting(ge=0, nonempty=True)  # a count (0..n-1) or the seeds
+    time_limit_s: float = setting(0.0, ge=0)                   # per cell; 0: no limit
+    fast: str = setting("auto", choices=FAST_MODES)            # the scorers' fast paths
+
+    def check(self) -> None:
+        _distinct_seeds("seeds", self.seeds)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+@dataclass
+class EstimateSettings(Settings):
+    """``[estimate]``: the expected seconds per cell on the profile's device, for a dry run on
+    another device when no record has them."""
+
+    device: str = setting()
+    seconds_per_cell: dict[str, float] = setting(default_factory=dict, gt=0)   # task -> seconds
+
+
+@dataclass
+class TuningSettings(Settings):
+    """``[tuning]``: the tuning protocol (:mod:`suite.tuning`); ``grid`` maps a task to its axes
+    (config key -> values), checked against the task's declaration when the cells expand."""
+
+    enabled: bool = True
+    seeds: int | tuple[int, ...] = setting(2, ge=0, nonempty=True)   # a count from 1000, or seeds
+    max_extensions: int = setting(2, ge=0)
+    grid: dict[str, dict] = setting(default_factory=dict)
+
+    def check(self) -> None:
+        _distinct_seeds("seeds", self.seeds)
+
+    @property
+    def seed_list(self) -> list[int]:
+        if isinstance(self.seeds, int):
+            return list(range(FIRST_TUNING_SEED, FIRST_TUNING_SEED + self.seeds))
+        return list(self.seeds)
