@@ -85,3 +85,32 @@ def test_the_readmes_pandas_example_runs_on_the_committed_release_and_its_cells_
     records = {p.name.split(".")[0] for p in (ROOT / "leaderboard" / "records").rglob("*.json*")}
     assert scope["cells"] and set(scope["cells"]) <= records
     assert all(json.loads(ids) for ids in scope["rows"].cell_ids)
+
+
+def test_compare_against_softmax_gives_the_boards_numbers(capsys):
+    import pytest
+
+    from leaderboard import pairwise
+    from leaderboard.release import list_releases, load_release
+    from suite.cli import main
+
+    releases = ROOT / "leaderboard" / "releases"
+    board = load_release(list_releases(releases)[0][0])
+    rows = board.rows.to_dict(orient="records")
+    metrics, overall = pairwise.compare(rows, board.overall_tasks.to_dict(orient="records"),
+                                        "sparsemax", "softmax")
+    by = {(r["task"], r["metric"]): r for r in rows if r["scorer"] == "sparsemax"}
+    for m in metrics:
+        row = by[(m["task"], m["metric"])]
+        assert m["delta"] == pytest.approx(row["delta_vs_baseline"])
+        assert m["p"] == pytest.approx(row["p_vs_baseline"])
+    mqar = next(m for m in metrics if m["metric"] == "accuracy_id")
+    assert mqar["word"] == "sparsemax better"
+    board_overall = next(r for r in board.overall.to_dict(orient="records")
+                         if r["scorer"] == "sparsemax")
+    assert (overall[0]["poi"], overall[0]["ci_low"], overall[0]["ci_high"]) == pytest.approx(
+        (board_overall["poi"], board_overall["poi_low"], board_overall["poi_high"]))
+    assert main(["compare", "sparsemax", "softmax", "--out", str(releases)]) == 0
+    assert "P(sparsemax better than softmax)" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="did you mean 'sparsemax'"):
+        main(["compare", "sparsemx", "softmax", "--out", str(releases)])
