@@ -12,14 +12,14 @@ import hashlib
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .schema import (FAILURES, RECORD_SUFFIXES, TRACKS, RecordError, read_record_text,
-                           records_version, validate_record)
+from .schema import (CELL_FIELDS, FAILURES, RECORD_SUFFIXES, REPORT, TRACKS, Cell, RecordError,
+                     read_record_text, records_version, validate_record)
 
 RELEASES_SUBDIR = "releases"  # publish's default output inside a results directory
 DEFAULT_MIN_EFFECT = 1e-6
@@ -34,21 +34,13 @@ class Problem:
     skipped: bool = True  # False: the record was kept without the part named in ``reason``
 
 
-@dataclass
-class Record:
-    """One validated result record (schema: docs/records.md)."""
+@dataclass(frozen=True, kw_only=True)
+class Record(Cell):
+    """One validated result record (schema: docs/records.md): its cell's fields (:class:`Cell`,
+    ``role`` "sweep" never on the board, "tuned" at a chosen point) and what the cell gave."""
 
     path: str
     cell_id: str
-    task: str
-    task_version: int
-    track: str
-    scorer: str
-    scorer_version: int
-    scorer_kwargs: dict
-    profile: str
-    seed: int
-    config: dict
     status: str
     message: str
     step: int | None
@@ -59,7 +51,6 @@ class Record:
     provenance: dict[str, Any] = field(default_factory=dict)
     anchors: dict[str, dict] = field(default_factory=dict)  # extra["anchors"]: metric -> floor/ceiling
     digest: str = ""  # the first 16 hex digits of the SHA-256 of the record's JSON text
-    role: str = "report"              # "sweep" (never on the board) or "tuned" (suite/tuning.py)
     tuning: dict | None = None        # the record's ``tuning`` object (suite/tuning.py)
     validation: dict | None = None    # extra["validation"]: the validation metric and its curve
     scorer_parameters: dict = field(default_factory=dict)  # extra["scorer_parameters"]
@@ -154,17 +145,14 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
                                           "(seed-level statistics only)", skipped=False))
         else:
             items[name] = values
-    record = Record(path=path, cell_id=data["cell_id"], task=cell["task"],
-                    task_version=cell["task_version"], track=cell["track"], scorer=cell["scorer"],
-                    scorer_version=cell["scorer_version"], scorer_kwargs=cell["scorer_kwargs"],
-                    profile=cell["profile"], seed=cell["seed"], config=cell["config"],
-                    status=data["status"], message=data["message"], step=data["step"],
+    record = Record(**{k: cell[k] for k in CELL_FIELDS}, role=cell.get("role", REPORT),
+                    path=path, cell_id=data["cell_id"], status=data["status"], message=data["message"], step=data["step"],
                     metrics=metrics,
                     metric_specs={k: metric_spec(v) for k, v in data["metric_specs"].items()},
                     grids={k: _grid(g) for k, g in data["grids"].items()},
                     items=items, provenance=data["provenance"],
                     anchors=anchors, not_applicable=not_applicable,
-                    role=str(cell.get("role", "report")), tuning=data.get("tuning"),
+                    tuning=data.get("tuning"),
                     validation=_dict_or_none(data["extra"].get("validation")),
                     scorer_parameters=_dict_or_none(data["extra"].get("scorer_parameters")) or {})
     return record, problems
@@ -315,7 +303,7 @@ def load_records(results_dir: str | Path) -> LoadedRecords:
         except RecordError as exc:
             problems.append(Problem(rel, str(exc)))
             continue
-        record.digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        record = replace(record, digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
         (sweeps if record.role == "sweep" else records).append(record)
         problems.extend(partial)
     return LoadedRecords(records, problems, sweeps)
