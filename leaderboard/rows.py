@@ -55,6 +55,7 @@ class _Task:
     baseline: str
     n_boot: int
     alpha: float
+    baseline_means: dict[str, float] = field(default_factory=dict)
 
 
 def collect(by_task: dict[tuple[str, str], list[Record]], baseline: str, n_boot: int,
@@ -80,6 +81,7 @@ def _collect_task(out: Collected, profile: str, task: str, recs: list[Record], b
     t = _Task(profile, task, track, by_scorer, baseline, n_boot, alpha)
     zs: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     first_row = len(out.rows)
+    t.baseline_means = _baseline_means(by_scorer.get(baseline, []))
     for metric in sorted(specs):
         spec = specs[metric]
         if spec["headline"] and track in OVERALL_TRACKS:
@@ -92,6 +94,17 @@ def _collect_task(out: Collected, profile: str, task: str, recs: list[Record], b
               for m, by_label in zs.items()}
     mark_informative(out.rows[first_row:], task, task_z, baseline, track, alpha)
     out.z[(profile, task)] = task_z
+
+
+def _baseline_means(records: list[Record]) -> dict[str, float]:
+    """Metric -> the baseline's mean over its cells that report it."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if r.status == "ok":
+            for name, v in r.metrics.items():
+                if not math.isnan(v):
+                    values[name].append(v)
+    return {name: float(np.mean(v)) for name, v in values.items()}
 
 
 def _metric_specs(profile: str, task: str, recs: list[Record],
@@ -143,7 +156,7 @@ def _metric_rows(t: _Task, metric: str, spec: dict,
     descriptive = t.track in DESCRIPTIVE_TRACKS
     result = metric_stats(t.profile, t.task, metric, spec["direction"], spec["min_effect"],
                           descriptive, series, t.n_boot, t.alpha, t.baseline,
-                          bounds(metric, spec["direction"], spec["ceiling"]))
+                          bounds(metric, spec["direction"], spec["ceiling"]), t.baseline_means)
     degenerate = ("" if descriptive else informative.metric_degenerate(
         {s.label: {k: v for k, (v, _) in s.by_seed.items()} for s in series}))
     return [_row(t, metric, spec, label, result[label], zs[label], degenerate)

@@ -34,14 +34,15 @@ def better_sign(direction: str) -> float:
 
 def metric_stats(profile: str, task: str, metric: str, direction: str, min_effect: float,
                  descriptive: bool, series: list[Series], n_boot: int, alpha: float,
-                 baseline: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> dict:
+                 baseline: str, bounds: tuple[float, float] = (-math.inf, math.inf),
+                 baseline_means: dict[str, float] | None = None) -> dict:
     """Per-scorer statistics, comparisons to the baseline, tiers and rank intervals of one
     metric. A descriptive metric (probe and cost tracks) gets no tiers or ranks. Intervals are
     clipped to ``bounds``, the values the metric can take (the method says so)."""
     out: dict[str, dict] = {}
     base = next((s for s in series if s.label == baseline), None)
     effect, effect_rule = resolution.min_effect(
-        task, metric, min_effect, base.mean() if base is not None else math.nan)
+        task, metric, min_effect, base.mean() if base is not None else math.nan, baseline_means)
     for s in series:
         row = _series_stats(s, effect, n_boot, alpha, (profile, task, metric), bounds)
         row["min_effect_rule"] = effect_rule

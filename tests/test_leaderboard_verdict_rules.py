@@ -213,3 +213,19 @@ def test_the_sign_flip_test_is_shown_only_where_it_can_reach_alpha(tmp_path):
     six = rows_of(build_board(tmp_path / "6"))["x"]
     assert math.isnan(five["p_signflip"])                 # 2^(1-5) = 0.0625 > 0.05
     assert six["p_signflip"] == pytest.approx(2 / 2**6)   # every sign the same: the smallest p
+
+
+def test_per_byte_and_per_word_metrics_take_the_change_of_two_percent_token_perplexity():
+    token, bits, words = 225.0, 2.2688, 3744.0
+    means = {"heldout_perplexity": token, "heldout_bits_per_byte": bits,
+             "heldout_byte_perplexity": 2 ** bits, "heldout_word_perplexity": words}
+    tokens_per_byte = bits / math.log2(token)          # bpb = log2(ppl) x tokens / bytes
+    tokens_per_word = math.log(words) / math.log(token)
+    effect = {m: resolution.min_effect("decoder_lm", m, 1e-6, v, means)[0]
+              for m, v in means.items()}
+    assert effect["heldout_perplexity"] == pytest.approx(0.02 * token)
+    assert effect["heldout_bits_per_byte"] == pytest.approx(math.log2(1.02) * tokens_per_byte)
+    assert effect["heldout_byte_perplexity"] == pytest.approx(
+        2 ** bits * (1.02 ** tokens_per_byte - 1), rel=1e-3)
+    assert effect["heldout_word_perplexity"] == pytest.approx(
+        words * (1.02 ** tokens_per_word - 1), rel=1e-3)
