@@ -334,9 +334,7 @@ def load_records_from(results_dirs: str | Path | list) -> LoadedRecords:
     for directory in results_dirs:
         loaded = load_records(directory)
         prefix = Path(directory).as_posix().rstrip("/") + "/"
-        for item in (*loaded.records, *loaded.sweeps, *loaded.problems):
-            item.path = prefix + item.path
-        merged.records += loaded.records
-        merged.sweeps += loaded.sweeps
-        merged.problems += loaded.problems
+        merged.records += [replace(r, path=prefix + r.path) for r in loaded.records]
+        merged.sweeps += [replace(r, path=prefix + r.path) for r in loaded.sweeps]
+        merged.problems += [replace(p, path=prefix + p.path) for p in loaded.problems]
     return merged
