@@ -154,6 +154,15 @@ class AdaptiveTemperature(LogitsScorer):
             beta = beta.detach()
         return torch.softmax(masked_fill_neg_inf(beta * s, mask), dim=-1)
 
+    @property
+    def blocked_available(self) -> bool:
+        """The blocked form takes beta as a constant, so it runs only with ``beta_grad=False``."""
+        return not self.beta_grad
+
+    def blocked_spec(self, q, k, mask):
+        """softmax of beta(H_i) s: beta(H_i) / sqrt(d) scales query i, H_i from a pass before."""
+        return BlockedSpec("softmax", entropy_scale=adaptive_beta)
+
 
 @register_scorer("sa_softmax", family="softmax", normalization="subnormalized",
                  paper="arXiv:2502.18277")
@@ -183,6 +192,9 @@ class SASoftmax(LogitsScorer):
         hi = z.amax(-1, keepdim=True).clamp(min=0.0)
         return (z - lo) / (hi - lo).clamp(min=1e-10) * p
 
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("self_adjust_plain" if self.variant == "plain" else "self_adjust")
+
 
 @register_scorer("cog_signed", family="softmax", normalization="signed", paper="arXiv:2411.07176")
 class CogSigned(LogitsScorer):
@@ -191,3 +203,6 @@ class CogSigned(LogitsScorer):
 
     def weights(self, s, mask):
         return torch.sign(s) * torch.softmax(masked_fill_neg_inf(s.abs(), mask), dim=-1)
+
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("signed_softmax")

@@ -26,9 +26,11 @@ DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, 
             ("softmax_plus_one", {}), ("learned_sink", {}), ("sigmoid", {}), ("relu", {}),
             ("relu", {"length": "fixed"}), ("relu2", {}), ("relu2", {"length": "fixed"}),
             ("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", {}),
-            ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True})]
+            ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True}),
+            ("softpick", {}), ("softpick", {"eps": 0.5}), ("adaptive_temperature", {}),
+            ("cog_signed", {}), ("sa_softmax", {}), ("sa_softmax", {"variant": "plain"})]
 SOFTMAX_DECLARED = {"ssa", "ssa_n2", "ssa_n1_5", "ssa_gpt2", "stablemax", "temperature_softmax",
-                    "ssmax", "softmax_plus_one", "learned_sink"}
+                    "ssmax", "softmax_plus_one", "learned_sink", "adaptive_temperature"}
 # (query block rows, key block, recompute): uneven cuts recomputed, uneven cuts kept, one block.
 TILINGS = [(4, 5, True), (3, 4, False), (64, None, True)]
 SHAPES = [(17, 17), (9, 17)]
@@ -74,7 +76,9 @@ def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
         assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=2e-5)
 
 
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink",
+                                  "softpick", "adaptive_temperature", "cog_signed",
+                                  "sa_softmax"])
 def test_bf16_in_and_out(name):
     scorer = make_scorer(name)
     q, k, v, g = inputs(torch.bfloat16)
@@ -320,3 +324,52 @@ def test_memory_grows_like_the_length(name):
     square = 2 * 4096 * 4096 * 4
     assert peaks[4096] <= square / 3, peaks
     assert peaks[4096] <= 3.2 * peaks[2048], peaks
+
+
+@pytest.mark.parametrize("name,kwargs", [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
+                                         ("sa_softmax", {"variant": "plain"}),
+                                         ("adaptive_temperature", {})], ids=lambda x: str(x))
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["rising", "falling"])
+def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
+    """Logits of -1000 in the first key block and +1000 in the last (and the reverse), rows that
+    see only one side, over key blocks of 2: the running maximum, minimum and sums rescale what
+    came before; the weights equal the reference's (sa_softmax's plain weights s p to the
+    rounding of s)."""
+    scorer = make_scorer(name, kwargs).double()
+    q = torch.ones(1, 1, 3, 1, dtype=torch.float64)
+    k = sign * torch.tensor([-1000.0, -999.0, 1000.0, 999.0], dtype=torch.float64).view(1, 1, 4, 1)
+    v = torch.eye(4, dtype=torch.float64)[None, None]
+    mask = torch.tensor([[True] * 4, [True, True, False, False], [False, False, True, True]])
+    mask = mask[None, None]
+    want = scorer.weights_from_logits(q @ k.transpose(-1, -2), mask)
+    got = blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask, key_block=2,
+                         recompute=True)
+    assert torch.isfinite(got).all()
+    assert (got - want).abs().max().item() <= 1e-12 * max(1.0, want.abs().max().item())
+
+
+def test_adaptive_temperature_with_a_gradient_through_beta_keeps_its_reference():
+    scorer = make_scorer("adaptive_temperature", {"beta_grad": True})
+    assert "blocked" in scorer.fast_forms() and not scorer.blocked_available
+    assert accelerate(scorer, "blocked") == {"adaptive_temperature": "reference"}
+    assert accelerate(scorer, "auto") == {"adaptive_temperature": "reference"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kwargs", [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
+                                         ("sa_softmax", {"variant": "plain"}),
+                                         ("adaptive_temperature", {})], ids=lambda x: str(x))
+def test_blocked_equals_reference_at_2048_keys(name, kwargs):
+    """Causal and padded causal, 2,048 keys, the default tiling (weights recomputed): outputs
+    and gradients equal the reference's in fp64."""
+    scorer = make_scorer(name, kwargs).double()
+    length = 2048
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, g = (torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
+                  for _ in range(4))
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
+    valid = torch.arange(length) < 1500
+    for mask in (causal, causal & valid):
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, None, None, None), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)

@@ -8,7 +8,9 @@ backward makes each tile again and its gradients from them (FlashAttention's sch
 elementwise passes). Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) the weights are few: they are
 kept from the forward instead (same numbers, no second matmul).
 
-Two kinds of weights run here (blocked_sparse.py has sparsemax, 1.5-entmax and alpha-entmax):
+Two kinds of weights run here (blocked_sparse.py has sparsemax, 1.5-entmax and alpha-entmax,
+blocked_rows.py softpick, the signed softmax, the self-adjust softmax and the row entropy that
+sets adaptive temperature's query scale):
 
 - :func:`softmax_attend`, a softmax of transformed logits with an optional sink logit sigma,
 
@@ -40,6 +42,7 @@ import torch
 from ..base import Scorer, compute_dtype
 from ..forms import (IDENTITY, LOG2E, BlockedSpec, FastForm, LogitTransform, register_form,
                      scorer_class)
+from .blocked_rows import ROW_KINDS, entropy_scale, rows_attend
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
 from .planning import NEG_INF
 from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
@@ -274,16 +277,23 @@ def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | N
     """Run the blocked form ``spec`` (a scorer's ``blocked_spec(q, k, mask)``)."""
     options = dict(block_size=block_size, key_block=key_block, recompute=recompute)
     if spec.kind == "softmax":
-        return softmax_attend(q, k, v, mask, transform=spec.transform,
-                              query_scale=spec.query_scale, sink=spec.sink, **options)
+        scale = spec.query_scale
+        if spec.entropy_scale is not None:
+            scale = entropy_scale(spec.entropy_scale, q, k, mask, query_scale=scale,
+                                  block_size=block_size, key_block=key_block)
+        return softmax_attend(q, k, v, mask, transform=spec.transform, query_scale=scale,
+                              sink=spec.sink, **options)
     if spec.kind in GATES:
         return gate_attend(q, k, v, mask, gate=spec.kind, bias=spec.bias,
                            query_scale=spec.query_scale, **options)
     if spec.kind in SPARSE_KINDS:
         return sparse_attend(q, k, v, mask, kind=spec.kind, query_scale=spec.query_scale,
                              alpha=spec.alpha, **options)
+    if spec.kind in ROW_KINDS:
+        return rows_attend(q, k, v, mask, kind=spec.kind, eps=spec.eps,
+                           query_scale=spec.query_scale, **options)
     raise BlockedError(f"unknown blocked kind {spec.kind!r}; choose softmax, {', '.join(GATES)}, "
-                       f"{', '.join(SPARSE_KINDS)}")
+                       f"{', '.join(SPARSE_KINDS)}, {', '.join(ROW_KINDS)}")
 
 
 def declares_blocked(scorer) -> bool:

@@ -1,0 +1,355 @@
+"""Blocked forms with recompute (tiles.py's tiles) for weights that a softmax's running maximum
+and sum do not make alone: each row carries one or two more statistics across its key tiles.
+
+- softpick (``kind="softpick"``): with m_i = max(0, max_{V_i} s_ij),
+  w_ij = relu(e^{s_ij - m_i} - e^{-m_i}) / (sum_{k in V_i} |e^{s_ik - m_i} - e^{-m_i}| + eps).
+  The running m and both sums rescale by e^{m_old - m_new} as m grows (the shift is a constant of
+  the reference, detached, so it is no gradient path). Saved: m_i and the denominator D_i.
+  Backward, E = e^{s - m} / D and delta_i = sum_j dO_ij O_ij:
+  ds = E (1[s > 0] dP - sgn(s) delta).
+- signed softmax (``"signed_softmax"``): w = sgn(s) softmax_{V_i}(|s|), a softmax of |s| (a
+  tile's row maximum of |s| is the larger of its max s and -min s) whose weights take s's sign on
+  the way into P V. Saved: lse_i of |s|. Backward, p = e^{|s| - lse}:
+  ds = p sgn(s) (sgn(s) dP - delta).
+- self-adjust softmax (``"self_adjust"``): with p = softmax_{V_i}(s), lo_i = min(min_{V_i} s, 0),
+  hi_i = max(max_{V_i} s, 0), r_i = max(hi_i - lo_i, 1e-10): w = (s - lo) / r * p. The forward
+  carries lo and hi (and the keys where they are reached) beside the online softmax and two
+  numerators, A = sum_j p_j s_j v_j and B = sum_j p_j v_j, so that O = (A - lo B) / r without
+  knowing lo first. ``"self_adjust_plain"``: w = s p (lo = 0, r = 1). Backward:
+  ds = p (dP / r - delta) + w dP, and at lo's key (lo < 0) dL/dlo = (delta - G) / r, at hi's
+  key (hi > 0) dL/dhi = -delta / r, G_i = sum_j p_j dP_ij (with r clamped: -G / r and 0).
+
+:func:`softmax_entropy` is the row statistic of adaptive temperature: H_i of softmax(s) over
+V_i, one forward pass over the tiles (running max m, sum l and u = sum e^{s - m} s:
+H = m + ln l - u / l).
+
+Exponentials run in base 2, as blocked.py's do (the queries carry log2 e, the gradients go to the
+natural logits). Masked keys weigh exactly zero; a query that sees no key gets a zero output and
+zero gradients (docs/scorers.md#fully-masked-rows).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..base import compute_dtype
+from ..forms import LOG2E
+from .planning import NEG_INF
+from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
+                    scale_rows, tile_logits)
+
+ROW_KINDS = ("softpick", "signed_softmax", "self_adjust", "self_adjust_plain")
+# sa_softmax's floor on hi - lo.
+SPAN_FLOOR = 1e-10
+
+
+def _row_max(t: torch.Tensor) -> torch.Tensor:
+    return t.amax(-1, keepdim=True)
+
+
+def _blocks(q, scale, tiling: Tiling):
+    """``(i, j, e, qb)`` per query block: qb the block's queries times the query scale."""
+    for i, j, e in tiling.blocks:
+        yield i, j, e, q[..., i:j, :] * scale_rows(scale, i, j)
+
+
+def _logits2(qb, k, a, b):
+    """A tile of s log2 e."""
+    return tile_logits(qb * LOG2E, k, a, b)
+
+
+def _running(found, best, best_at, offset: int, better):
+    """The running extreme of a row and the key where it is reached, from a tile's
+    ``torch.min``/``torch.max`` (values, indices) and ``better`` (torch.lt or torch.gt)."""
+    value, index = found
+    take = better(value, best)
+    return torch.where(take, value, best), torch.where(take, index + offset, best_at)
+
+
+class BlockedRows(torch.autograd.Function):
+    """See the module doc. Inputs: q, k, v, the query scale, the tiling and the kernel (one of
+    :class:`Softpick`, :class:`SignedSoftmax`, :class:`SelfAdjust`): its ``forward`` gives the
+    output and the per-row statistics to save, its ``tile_grads`` a tile's weights and dL/ds
+    from s log2 e, dP = dO V^T and delta = dO . O, and its ``row_grads`` what reaches single
+    entries of a query block's rows."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, tiling: Tiling, kernel):
+        out, stats = kernel.forward(q, k, v, scale, tiling)
+        ctx.tiling, ctx.kernel = tiling, kernel
+        ctx.save_for_backward(q, k, v, scale, out, *stats)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out):
+        q, k, v, scale, out, *stats = ctx.saved_tensors
+        tiling, kernel = ctx.tiling, ctx.kernel
+        need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
+        need_qs = need_q or need_scale
+        d_out = d_out.contiguous()
+        delta = (d_out * out).sum(-1, keepdim=True)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dscale = torch.zeros_like(scale) if need_scale else None
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            dob, delta_b = d_out[..., i:j, :], delta[..., i:j, :]
+            rows = [x[..., i:j, :] for x in stats]
+            carry = 0
+            for a, b, hidden in tiling.tiles(i, j, e):
+                dp = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2))
+                w, ds, carry = kernel.tile_grads(_logits2(qb, k, a, b), hidden, rows, dp,
+                                                 delta_b, carry)
+                if need_v:
+                    dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
+                del w, dp
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
+            kernel.row_grads(rows, delta_b, carry, qb, k, dq, dk, i, need_qs, need_k)
+            if need_qs:
+                scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dscale,
+                None, None)
+
+
+class Softpick:
+    def __init__(self, eps: float):
+        self.eps = float(eps)
+
+    def forward(self, q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        m2, den = q.new_empty(bsz, heads, lq, 1), q.new_empty(bsz, heads, lq, 1)
+        lowest = torch.finfo(q.dtype).min
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = q.new_zeros(bsz, heads, j - i, 1)          # max(0, max s) log2 e
+            l = torch.zeros_like(m)
+            acc = q.new_zeros(bsz, heads, j - i, v.shape[-1])
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = hide(_logits2(qb, k, a, b), hidden, lowest)
+                m_new = torch.maximum(m, _row_max(s))
+                x = s.sub_(m_new).exp2_().sub_(m_new.neg().exp2_())
+                hide(x, hidden, 0.0)
+                alpha = (m - m_new).exp2_()
+                l = l.mul_(alpha).add_(x.abs().sum(-1, keepdim=True))
+                acc = acc.mul_(alpha).add_(torch.matmul(x.clamp_(min=0), v[..., a:b, :]))
+                m = m_new
+            d = l + self.eps
+            out[..., i:j, :] = acc / d
+            m2[..., i:j, :], den[..., i:j, :] = m, d
+        return out, (m2, den)
+
+    @staticmethod
+    def tile_grads(s2, hidden, rows, dp, delta, carry):
+        m, den = rows
+        scaled = hide((s2 - m).exp2_().div_(den), hidden, 0.0)          # e^{s - m} / D
+        w = (scaled - m.neg().exp2_().div_(den)).clamp_(min=0)
+        ds = torch.where(s2 > 0, dp.sub_(delta), delta * (s2 < 0)).mul_(scaled)
+        return w, ds, carry
+
+    @staticmethod
+    def row_grads(*args):
+        pass
+
+
+class SignedSoftmax:
+    @staticmethod
+    def forward(q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        lse2 = q.new_empty(bsz, heads, lq, 1)
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = acc = None
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = _logits2(qb, k, a, b)
+                t = hide(s.abs(), hidden, NEG_INF)
+                top = _row_max(t)
+                m_new = top if m is None else torch.maximum(m, top)
+                m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
+                p = t.sub_(m_safe).exp2_()
+                pv = torch.matmul(p * s.sign_(), v[..., a:b, :])
+                if m is None:
+                    l, acc = p.sum(-1, keepdim=True), pv
+                else:
+                    alpha = (m - m_safe).exp2_()
+                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    acc = acc.mul_(alpha).add_(pv)
+                m = m_new
+            empty = l == 0
+            out[..., i:j, :] = acc / l.masked_fill(empty, 1.0)
+            lse2[..., i:j, :] = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(
+                empty, math.inf)
+        return out, (lse2,)
+
+    @staticmethod
+    def tile_grads(s2, hidden, rows, dp, delta, carry):
+        (lse2,) = rows
+        p = hide((s2.abs() - lse2).exp2_(), hidden, 0.0)
+        sign = s2.sign_()
+        w = p.mul_(sign)                                                  # p sgn(s)
+        ds = dp.mul_(sign).sub_(delta).mul_(w)
+        return w, ds, carry
+
+    @staticmethod
+    def row_grads(*args):
+        pass
+
+
+class SelfAdjust:
+    """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
+    2 (lse, lo and hi times log2 e)."""
+
+    def __init__(self, plain: bool):
+        self.plain = bool(plain)
+
+    def inverse_span(self, lo2, hi2):
+        """1 / (r log2 e), so that (s log2 e - lo log2 e) / (r log2 e) = (s - lo) / r; and
+        whether r is clamped."""
+        if self.plain:
+            return torch.full_like(lo2, 1.0 / LOG2E), torch.zeros_like(lo2, dtype=torch.bool)
+        span = hi2 - lo2
+        floor = SPAN_FLOOR * LOG2E
+        return 1.0 / span.clamp(min=floor), span < floor
+
+    def forward(self, q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        stats = [q.new_empty(bsz, heads, lq, 1) for _ in range(3)]        # lse2, lo2, hi2
+        where = [q.new_zeros(bsz, heads, lq, 1, dtype=torch.long) for _ in range(2)]
+        lowest = torch.finfo(q.dtype).min
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = acc_a = acc_b = None
+            lo = q.new_zeros(bsz, heads, j - i, 1)
+            hi = torch.zeros_like(lo)
+            lo_at, hi_at = torch.zeros_like(lo, dtype=torch.long), torch.zeros_like(lo,
+                                                                                  dtype=torch.long)
+            for a, b, hidden in tiling.tiles(i, j, e):
+                z = hide(_logits2(qb, k, a, b), hidden, 0.0)     # masked keys as 0, as lo and hi
+                if hidden is None:
+                    top = _row_max(z)
+                else:
+                    top = _row_max(hide(z.clone(), hidden, lowest))
+                    top = top.masked_fill_(top == lowest, NEG_INF)
+                if not self.plain:
+                    lo, lo_at = _running(torch.min(z, -1, keepdim=True), lo, lo_at, a, torch.lt)
+                    hi, hi_at = _running(torch.max(z, -1, keepdim=True), hi, hi_at, a, torch.gt)
+                m_new = top if m is None else torch.maximum(m, top)
+                m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
+                p = hide((z - m_safe).exp2_(), hidden, 0.0)
+                vb = v[..., a:b, :]
+                pv, psv = torch.matmul(p, vb), torch.matmul(p * z, vb)
+                if m is None:
+                    l, acc_b, acc_a = p.sum(-1, keepdim=True), pv, psv
+                else:
+                    alpha = (m - m_safe).exp2_()
+                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    acc_b = acc_b.mul_(alpha).add_(pv)
+                    acc_a = acc_a.mul_(alpha).add_(psv)
+                m = m_new
+            empty = l == 0
+            inv_r2 = self.inverse_span(lo, hi)[0]
+            out[..., i:j, :] = (acc_a - lo * acc_b) * (inv_r2 / l.masked_fill(empty, 1.0))
+            lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty, math.inf)
+            for x, y in zip(stats + where, (lse2, lo, hi, lo_at, hi_at)):
+                x[..., i:j, :] = y
+        return out, (*stats, *where)
+
+    def tile_grads(self, s2, hidden, rows, dp, delta, carry):
+        lse2, lo2, hi2 = rows[:3]
+        z = hide(s2, hidden, 0.0)
+        p = hide((z - lse2).exp2_(), hidden, 0.0)
+        inv_r2 = self.inverse_span(lo2, hi2)[0]
+        w = (z - lo2).mul_(inv_r2).mul_(p)
+        if not self.plain:
+            carry = carry + (p * dp).sum(-1, keepdim=True)                # G
+        ds = (p * (inv_r2 * LOG2E)).add_(w).mul_(dp).sub_(p.mul_(delta))
+        return w, ds, carry
+
+    def row_grads(self, rows, delta, carry, qb, k, dq, dk, i, need_q, need_k):
+        """lo's and hi's gradients, each to the one key where it is reached."""
+        if self.plain:
+            return
+        _, lo2, hi2, lo_at, hi_at = rows
+        inv_r2, clamped = self.inverse_span(lo2, hi2)
+        inv_r = inv_r2 * LOG2E
+        g_lo = torch.where(clamped, -carry, delta - carry).mul_(inv_r).masked_fill_(lo2 >= 0, 0.0)
+        g_hi = (-delta * inv_r).masked_fill_((hi2 <= 0) | clamped, 0.0)
+        j = i + qb.shape[-2]
+        for g, at in ((g_lo, lo_at), (g_hi, hi_at)):
+            at = at.expand(*at.shape[:-1], k.shape[-1])
+            if need_q:
+                dq[..., i:j, :] += g * torch.gather(k, -2, at)
+            if need_k:
+                dk.scatter_add_(-2, at, g * qb)
+
+
+def _kernel(kind: str, eps: float):
+    if kind == "softpick":
+        return Softpick(eps)
+    if kind == "signed_softmax":
+        return SignedSoftmax()
+    if kind in ("self_adjust", "self_adjust_plain"):
+        return SelfAdjust(plain=kind == "self_adjust_plain")
+    raise BlockedError(f"kind must be one of {ROW_KINDS}, got {kind!r}")
+
+
+def rows_attend(q, k, v, mask=None, *, kind: str, eps: float = 0.0, query_scale=None,
+                block_size: int | None = None, key_block: int | None = None,
+                recompute: bool | None = None) -> torch.Tensor:
+    """softpick (``eps``), the signed softmax or the self-adjust softmax (``kind``, one of
+    :data:`ROW_KINDS`) over the visible keys of ``s = (q * query_scale) k^T``, times v, blocked
+    with recompute (the tiles' weights are always made again in the backward). ``query_scale``
+    as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in fp32 and come back in
+    their dtype."""
+    kernel = _kernel(kind, eps)
+    dtype = compute_dtype(q, k, v)
+    scale = as_scale(query_scale, q, dtype)
+    tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
+                        recompute=recompute)
+    out = BlockedRows.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling, kernel)
+    return out.to(v.dtype)
+
+
+@torch.no_grad()
+def softmax_entropy(q, k, mask=None, *, query_scale=None, block_size: int | None = None,
+                    key_block: int | None = None) -> torch.Tensor:
+    """H_i = -sum_{j in V_i} p_ij ln p_ij of p = softmax over the visible keys of
+    ``s = (q * query_scale) k^T``, (B, H, Lq, 1) in the compute dtype, 0 where a row sees no
+    key; no gradient."""
+    dtype = compute_dtype(q, k)
+    scale = as_scale(query_scale, q, dtype)
+    tiling = plan_tiles(q.to(dtype), k, mask, block_size=block_size, key_block=key_block,
+                        recompute=True)
+    q, k = q.to(dtype), k.to(dtype)
+    bsz, heads, lq = q.shape[:3]
+    entropy = q.new_empty(bsz, heads, lq, 1)
+    lowest = torch.finfo(dtype).min
+    for i, j, e, qb in _blocks(q, scale, tiling):
+        m = l = u = None
+        for a, b, hidden in tiling.tiles(i, j, e):
+            s = hide(_logits2(qb, k, a, b), hidden, lowest)
+            top = _row_max(s)
+            m_new = top if m is None else torch.maximum(m, top)
+            p = hide((s - m_new).exp2_(), hidden, 0.0)
+            ps = (p * s).sum(-1, keepdim=True)
+            if m is None:
+                l, u = p.sum(-1, keepdim=True), ps
+            else:
+                alpha = (m - m_new).exp2_()
+                l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                u = u.mul_(alpha).add_(ps)
+            m = m_new
+        empty = l == 0
+        l = l.masked_fill(empty, 1.0)
+        h2 = (m + l.log2()).sub_(u / l)
+        entropy[..., i:j, :] = h2.masked_fill_(empty, 0.0).div_(LOG2E)
+    return entropy
+
+
+def entropy_scale(scale_of_entropy, q, k, mask=None, *, query_scale=None,
+                  block_size: int | None = None, key_block: int | None = None) -> torch.Tensor:
+    """``query_scale`` times ``scale_of_entropy(H)`` per row, H the row's
+    :func:`softmax_entropy` at ``query_scale``: (B, H, Lq, 1), detached."""
+    h = softmax_entropy(q, k, mask, query_scale=query_scale, block_size=block_size,
+                        key_block=key_block)
+    with torch.no_grad():
+        return as_scale(query_scale, q, h.dtype) * scale_of_entropy(h)
