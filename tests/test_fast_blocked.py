@@ -28,7 +28,12 @@ DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, 
             ("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", {}),
             ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True}),
             ("softpick", {}), ("softpick", {"eps": 0.5}), ("adaptive_temperature", {}),
-            ("cog_signed", {}), ("sa_softmax", {}), ("sa_softmax", {"variant": "plain"})]
+            ("cog_signed", {}), ("sa_softmax", {}), ("sa_softmax", {"variant": "plain"}),
+            ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
+# The forms of blocked_rows.py and blocked_stick.py, each beside its reference's edge cases.
+ROW_STATISTICS = [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
+                  ("sa_softmax", {"variant": "plain"}), ("adaptive_temperature", {}),
+                  ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
 SOFTMAX_DECLARED = {"ssa", "ssa_n2", "ssa_n1_5", "ssa_gpt2", "stablemax", "temperature_softmax",
                     "ssmax", "softmax_plus_one", "learned_sink", "adaptive_temperature"}
 # (query block rows, key block, recompute): uneven cuts recomputed, uneven cuts kept, one block.
@@ -69,7 +74,7 @@ def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
     scorer = make_scorer(name, kwargs)
     q, k, v, g = inputs()
     assert accelerate(scorer, "blocked", block_size=5) == {name: "blocked"}
-    for mask_name in ("padded_causal", "random_empty_rows"):
+    for mask_name in ("padded_causal",) + (() if scorer.causal_only else ("random_empty_rows",)):
         mask = masks()[mask_name]
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(scorer.attend, scorer, q, k, v, g, mask)
@@ -78,7 +83,7 @@ def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
 
 @pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink",
                                   "softpick", "adaptive_temperature", "cog_signed",
-                                  "sa_softmax"])
+                                  "sa_softmax", "stick_breaking"])
 def test_bf16_in_and_out(name):
     scorer = make_scorer(name)
     q, k, v, g = inputs(torch.bfloat16)
@@ -326,9 +331,7 @@ def test_memory_grows_like_the_length(name):
     assert peaks[4096] <= 3.2 * peaks[2048], peaks
 
 
-@pytest.mark.parametrize("name,kwargs", [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
-                                         ("sa_softmax", {"variant": "plain"}),
-                                         ("adaptive_temperature", {})], ids=lambda x: str(x))
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
 @pytest.mark.parametrize("sign", [1.0, -1.0], ids=["rising", "falling"])
 def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
     """Logits of -1000 in the first key block and +1000 in the last (and the reverse), rows that
@@ -356,9 +359,7 @@ def test_adaptive_temperature_with_a_gradient_through_beta_keeps_its_reference()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,kwargs", [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
-                                         ("sa_softmax", {"variant": "plain"}),
-                                         ("adaptive_temperature", {})], ids=lambda x: str(x))
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
 def test_blocked_equals_reference_at_2048_keys(name, kwargs):
     """Causal and padded causal, 2,048 keys, the default tiling (weights recomputed): outputs
     and gradients equal the reference's in fp64."""

@@ -10,7 +10,7 @@ kept from the forward instead (same numbers, no second matmul).
 
 Two kinds of weights run here (blocked_sparse.py has sparsemax, 1.5-entmax and alpha-entmax,
 blocked_rows.py softpick, the signed softmax, the self-adjust softmax and the row entropy that
-sets adaptive temperature's query scale):
+sets adaptive temperature's query scale, blocked_stick.py sigmoid stick-breaking):
 
 - :func:`softmax_attend`, a softmax of transformed logits with an optional sink logit sigma,
 
@@ -44,6 +44,7 @@ from ..forms import (IDENTITY, LOG2E, BlockedSpec, FastForm, LogitTransform, reg
                      scorer_class)
 from .blocked_rows import ROW_KINDS, entropy_scale, rows_attend
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
+from .blocked_stick import STICK_KINDS, stick_breaking_attend
 from .planning import NEG_INF
 from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
                     scale_rows, tile_logits)
@@ -289,11 +290,15 @@ def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | N
     if spec.kind in SPARSE_KINDS:
         return sparse_attend(q, k, v, mask, kind=spec.kind, query_scale=spec.query_scale,
                              alpha=spec.alpha, **options)
+    if spec.kind in STICK_KINDS:
+        return stick_breaking_attend(q, k, v, mask, current=spec.kind == "stick_breaking",
+                                     query_scale=spec.query_scale, **options)
     if spec.kind in ROW_KINDS:
         return rows_attend(q, k, v, mask, kind=spec.kind, eps=spec.eps,
                            query_scale=spec.query_scale, **options)
     raise BlockedError(f"unknown blocked kind {spec.kind!r}; choose softmax, {', '.join(GATES)}, "
-                       f"{', '.join(SPARSE_KINDS)}, {', '.join(ROW_KINDS)}")
+                       f"{', '.join(SPARSE_KINDS)}, {', '.join(ROW_KINDS)}, "
+                       f"{', '.join(STICK_KINDS)}")
 
 
 def declares_blocked(scorer) -> bool:
