@@ -44,6 +44,10 @@ BF16_TOL = 2e-2
 FLEX_ORDER = ["ssa", "sigmoid", "softmax_plus_one", "ssmax", "temperature_softmax", "stablemax",
               "ssa_gpt2", "learned_sink", "softmax"]
 VARIANTS = {"temperature_softmax": [{"learnable": True}]}
+# Settings the blocked form runs through another kernel (scorers/fast/blocked_rows.py,
+# scorers/fast/blocked_stick.py), checked beside each scorer's defaults.
+BLOCKED_VARIANTS = {"sa_softmax": [{"variant": "plain"}],
+                    "stick_breaking": [{"attend_current": False}]}
 
 
 def masks(b: int, length: int, device) -> dict:
@@ -139,7 +143,8 @@ def plan(device) -> list[tuple[str, str, dict]]:
     items += [("topk", n, {}) for n in scorers_with("topk")]
     items += [("dense", n, {}) for n in scorers_with("dense")]
     items += [("pivot", n, {}) for n in scorers_with("pivot")]
-    items += [("blocked", n, {}) for n in scorers_with("blocked")]
+    items += [("blocked", n, kw) for n in scorers_with("blocked")
+              for kw in [{}] + BLOCKED_VARIANTS.get(n, [])]
     compiled, native = [], []
     cuda = torch.device("cuda")
     for name in scorers.list_scorers():

@@ -307,7 +307,9 @@ def test_a_model_trains_through_the_blocked_form_like_the_reference():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "softpick",
+                                  "adaptive_temperature", "cog_signed", "sa_softmax",
+                                  "stick_breaking"])
 def test_memory_grows_like_the_length(name):
     """Peak memory of forward + backward at L = 4096 with the weights recomputed: well below one
     (H, L, L) matrix, and growing from L = 2048 by less than the 4x of a quadratic."""

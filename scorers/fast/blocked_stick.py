@@ -34,12 +34,11 @@ from .tiles import Tiling, as_scale, logit_grads, plan_tiles, scale_grads, scale
 STICK_KINDS = ("stick_breaking", "stick_breaking_past")
 
 
-def _not_past(tiling: Tiling, hidden, i: int, j: int, a: int, b: int, offset: int):
+def _not_past(tiling: Tiling, hidden, i: int, j: int, a: int, b: int, offset: int, device):
     """The entries of tile rows [i, j) x keys [a, b) outside the rows' past (a key at or after
     the query's position, or masked), or None where every entry is in it."""
     outside = None
     if b - 1 >= i + offset:
-        device = tiling.device
         rows = torch.arange(i + offset, j + offset, device=device)[:, None]
         outside = torch.arange(a, b, device=device)[None, :] >= rows
     if not tiling.causal and hidden is not None:
@@ -90,7 +89,8 @@ class BlockedStickBreaking(torch.autograd.Function):
             acc = out[..., i:j, :]
             for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
                 s = tile_logits(qb, k, a, b)
-                w, suffix = _tile_weights(s, _not_past(tiling, hidden, i, j, a, b, offset), carry)
+                outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
+                w, suffix = _tile_weights(s, outside, carry)
                 acc += torch.matmul(w, v[..., a:b, :])
                 carry = carry + suffix[..., :1]
             if current:
@@ -123,7 +123,7 @@ class BlockedStickBreaking(torch.autograd.Function):
             later = torch.zeros_like(carry)                       # Q over the later tiles
             for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
                 s = tile_logits(qb, k, a, b)
-                outside = _not_past(tiling, hidden, i, j, a, b, offset)
+                outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
                 w, suffix = _tile_weights(s, outside, carry)
                 carry = carry + suffix[..., :1]
                 if need_v:
