@@ -10,8 +10,9 @@ visible. R is a reverse cumulative sum, so each row's key tiles are taken from t
 backwards, carrying the sum over the tiles already seen, in log space as the reference sums it
 (scorers/gates.py); the remainder is the carry at the end. logsigmoid(s) and logsigmoid(-s)
 share log(1 + e^{-|s|}), and the exponentials run in base 2 (on a CPU ``exp`` of the very
-negative logs that stick-breaking makes is several times slower than ``exp2``). Saved: each row's remainder
-(0 where key I is hidden).
+negative logs that stick-breaking makes is several times slower than ``exp2``). Saved: each
+row's remainder (0 where key I is hidden), and below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) the
+tiles' logits and weights, which the backward would otherwise make again.
 
 Backward, with dP = dO V^T, delta_i = dO_i . O_i and Q_ij = sum_{k in P_i, k >= j} dP_ik A_ik
 (carried backwards over the tiles the same way): A_ij depends on s_ij through logsigmoid(s_ij)
@@ -73,7 +74,8 @@ def _rows_with_current(i: int, j: int, offset: int, lk: int) -> tuple[int, int]:
 
 class BlockedStickBreaking(torch.autograd.Function):
     """See the module doc. Inputs: q, k, v, the query scale, the tiling, and whether the
-    remainder goes to the current key; saves each row's remainder."""
+    remainder goes to the current key; saves each row's remainder (and, below the recompute
+    length, the tiles' logits and weights)."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, tiling: Tiling, current: bool):
@@ -83,6 +85,7 @@ class BlockedStickBreaking(torch.autograd.Function):
         out = q.new_zeros(bsz, heads, lq, v.shape[-1])
         remainder = q.new_zeros(bsz, heads, lq, 1)
         diagonal = _current_visible(tiling, q, offset)
+        kept = []
         for i, j, e in tiling.blocks:
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             carry = q.new_zeros(bsz, heads, j - i, 1)
@@ -93,6 +96,8 @@ class BlockedStickBreaking(torch.autograd.Function):
                 w, suffix = _tile_weights(s, outside, carry)
                 acc += torch.matmul(w, v[..., a:b, :])
                 carry = carry + suffix[..., :1]
+                if not tiling.recompute:
+                    kept.append((s, w, outside))
             if current:
                 r0, r1 = _rows_with_current(i, j, offset, lk)
                 if r1 > r0:
@@ -101,7 +106,7 @@ class BlockedStickBreaking(torch.autograd.Function):
                         rho = rho * diagonal[..., r0:r1, :]
                     remainder[..., r0:r1, :] = rho
                     out[..., r0:r1, :] += rho * v[..., r0 + offset:r1 + offset, :]
-        ctx.tiling, ctx.offset = tiling, offset
+        ctx.tiling, ctx.offset, ctx.kept = tiling, offset, kept
         ctx.save_for_backward(q, k, v, scale, out, remainder)
         return out
 
@@ -110,6 +115,7 @@ class BlockedStickBreaking(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, scale, out, remainder = ctx.saved_tensors
         tiling, offset = ctx.tiling, ctx.offset
+        kept, ctx.kept = iter(ctx.kept), None
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         need_qs = need_q or need_scale
         d_out = d_out.contiguous()
@@ -122,10 +128,13 @@ class BlockedStickBreaking(torch.autograd.Function):
             carry = q.new_zeros(*qb.shape[:-1], 1)
             later = torch.zeros_like(carry)                       # Q over the later tiles
             for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
-                s = tile_logits(qb, k, a, b)
-                outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
-                w, suffix = _tile_weights(s, outside, carry)
-                carry = carry + suffix[..., :1]
+                if tiling.recompute:
+                    s = tile_logits(qb, k, a, b)
+                    outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
+                    w, suffix = _tile_weights(s, outside, carry)
+                    carry = carry + suffix[..., :1]
+                else:
+                    s, w, outside = next(kept)
                 if need_v:
                     dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
                 pa = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).mul_(w)
@@ -168,8 +177,8 @@ def stick_breaking_attend(q, k, v, mask=None, *, current: bool = True, query_sca
                           block_size: int | None = None, key_block: int | None = None,
                           recompute: bool | None = None) -> torch.Tensor:
     """Stick-breaking attention (the module doc) over ``s = (q * query_scale) k^T``, queries
-    aligned to the last keys, times v, blocked with recompute (the weights are always made again
-    in the backward). ``current``: the remainder goes to each query's own key. ``query_scale``
+    aligned to the last keys, times v, blocked with recompute (below the recompute length the
+    tiles' logits and weights are kept instead). ``current``: the remainder goes to each query's own key. ``query_scale``
     as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in fp32 and come back in
     their dtype."""
     dtype = compute_dtype(q, k, v)
