@@ -5,8 +5,9 @@ and sum do not make alone: each row carries one or two more statistics across it
   w_ij = relu(e^{s_ij - m_i} - e^{-m_i}) / (sum_{k in V_i} |e^{s_ik - m_i} - e^{-m_i}| + eps).
   The running m and both sums rescale by e^{m_old - m_new} as m grows (the shift is a constant of
   the reference, detached, so it is no gradient path). Saved: m_i and the denominator D_i.
-  Backward, E = e^{s - m} / D and delta_i = sum_j dO_ij O_ij:
-  ds = E (1[s > 0] dP - sgn(s) delta).
+  Backward, x = e^{s - m} - e^{-m} (the sign of x decides, as relu's and abs's slopes do in the
+  reference), E = e^{s - m} / D and delta_i = sum_j dO_ij O_ij:
+  ds = E (1[x > 0] dP - sgn(x) delta).
 - signed softmax (``"signed_softmax"``): w = sgn(s) softmax_{V_i}(|s|), a softmax of |s| (a
   tile's row maximum of |s| is the larger of its max s and -min s) whose weights take s's sign on
   the way into P V. Saved: lse_i of |s|. Backward, p = e^{|s| - lse}:
@@ -23,9 +24,11 @@ and sum do not make alone: each row carries one or two more statistics across it
 V_i, one forward pass over the tiles (running max m, sum l and u = sum e^{s - m} s:
 H = m + ln l - u / l).
 
-Exponentials run in base 2, as blocked.py's do (the queries carry log2 e, the gradients go to the
-natural logits). Masked keys weigh exactly zero; a query that sees no key gets a zero output and
-zero gradients (docs/scorers.md#fully-masked-rows).
+Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) each tile's state (what its weights and gradients
+are made from) is kept from the forward, with a per-row factor for the shift it was made at,
+instead of made again. Exponentials run in base 2, as blocked.py's do (the queries carry
+log2 e, the gradients go to the natural logits). Masked keys weigh exactly zero; a query that
+sees no key gets a zero output and zero gradients (docs/scorers.md#fully-masked-rows).
 """
 from __future__ import annotations
 
@@ -69,15 +72,16 @@ def _running(found, best, best_at, offset: int, better):
 
 class BlockedRows(torch.autograd.Function):
     """See the module doc. Inputs: q, k, v, the query scale, the tiling and the kernel (one of
-    :class:`Softpick`, :class:`SignedSoftmax`, :class:`SelfAdjust`): its ``forward`` gives the
-    output and the per-row statistics to save, its ``tile_grads`` a tile's weights and dL/ds
-    from s log2 e, dP = dO V^T and delta = dO . O, and its ``row_grads`` what reaches single
-    entries of a query block's rows."""
+    :class:`Softpick`, :class:`SignedSoftmax`, :class:`SelfAdjust`). The kernel's ``forward``
+    gives the output, the per-row statistics to save and, below the recompute length, each
+    tile's state; ``tile_state`` makes a tile's state again from its logits s log2 e;
+    ``tile_grads`` gives a tile's weights and dL/ds from its state, dP = dO V^T and
+    delta = dO . O; ``row_grads`` adds what reaches single entries of a query block's rows."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, tiling: Tiling, kernel):
-        out, stats = kernel.forward(q, k, v, scale, tiling)
-        ctx.tiling, ctx.kernel = tiling, kernel
+        out, stats, kept = kernel.forward(q, k, v, scale, tiling)
+        ctx.tiling, ctx.kernel, ctx.kept = tiling, kernel, kept
         ctx.save_for_backward(q, k, v, scale, out, *stats)
         return out
 
@@ -86,6 +90,7 @@ class BlockedRows(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, scale, out, *stats = ctx.saved_tensors
         tiling, kernel = ctx.tiling, ctx.kernel
+        kept, ctx.kept = iter(ctx.kept), None
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         need_qs = need_q or need_scale
         d_out = d_out.contiguous()
@@ -97,9 +102,13 @@ class BlockedRows(torch.autograd.Function):
             rows = [x[..., i:j, :] for x in stats]
             carry = 0
             for a, b, hidden in tiling.tiles(i, j, e):
+                if tiling.recompute:
+                    state = kernel.tile_state(_logits2(qb, k, a, b), hidden, rows)
+                else:
+                    state = next(kept)
                 dp = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2))
-                w, ds, carry = kernel.tile_grads(_logits2(qb, k, a, b), hidden, rows, dp,
-                                                 delta_b, carry)
+                w, ds, carry = kernel.tile_grads(state, rows, dp, delta_b, carry)
+                del state
                 if need_v:
                     dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
                 del w, dp
@@ -112,6 +121,9 @@ class BlockedRows(torch.autograd.Function):
 
 
 class Softpick:
+    """A tile's state: x = e^{s - m_t} - e^{-m_t} (0 where masked), m_t and the rows' factor
+    e^{m_t - m} / D, m_t being the shift x was made with (the final m when made again)."""
+
     def __init__(self, eps: float):
         self.eps = float(eps)
 
@@ -120,10 +132,12 @@ class Softpick:
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
         m2, den = q.new_empty(bsz, heads, lq, 1), q.new_empty(bsz, heads, lq, 1)
         lowest = torch.finfo(q.dtype).min
+        kept = []
         for i, j, e, qb in _blocks(q, scale, tiling):
             m = q.new_zeros(bsz, heads, j - i, 1)          # max(0, max s) log2 e
             l = torch.zeros_like(m)
             acc = q.new_zeros(bsz, heads, j - i, v.shape[-1])
+            block_kept = []
             for a, b, hidden in tiling.tiles(i, j, e):
                 s = hide(_logits2(qb, k, a, b), hidden, lowest)
                 m_new = torch.maximum(m, _row_max(s))
@@ -131,20 +145,31 @@ class Softpick:
                 hide(x, hidden, 0.0)
                 alpha = (m - m_new).exp2_()
                 l = l.mul_(alpha).add_(x.abs().sum(-1, keepdim=True))
-                acc = acc.mul_(alpha).add_(torch.matmul(x.clamp_(min=0), v[..., a:b, :]))
+                if tiling.recompute:
+                    pv = torch.matmul(x.clamp_(min=0), v[..., a:b, :])
+                else:
+                    pv = torch.matmul(x.clamp(min=0), v[..., a:b, :])
+                    block_kept.append((x, m_new))
+                acc = acc.mul_(alpha).add_(pv)
                 m = m_new
             d = l + self.eps
             out[..., i:j, :] = acc / d
             m2[..., i:j, :], den[..., i:j, :] = m, d
-        return out, (m2, den)
+            kept += [(x, m_t, (m_t - m).exp2_().div_(d)) for x, m_t in block_kept]
+        return out, (m2, den), kept
 
     @staticmethod
-    def tile_grads(s2, hidden, rows, dp, delta, carry):
+    def tile_state(s2, hidden, rows):
         m, den = rows
-        scaled = hide((s2 - m).exp2_().div_(den), hidden, 0.0)          # e^{s - m} / D
-        w = (scaled - m.neg().exp2_().div_(den)).clamp_(min=0)
-        ds = torch.where(s2 > 0, dp.sub_(delta), delta * (s2 < 0)).mul_(scaled)
-        return w, ds, carry
+        x = hide((s2 - m).exp2_().sub_(m.neg().exp2()), hidden, 0.0)
+        return x, m, 1.0 / den
+
+    @staticmethod
+    def tile_grads(state, rows, dp, delta, carry):
+        x, m_t, factor = state
+        scaled = (x + m_t.neg().exp2()).mul_(factor)                      # e^{s - m} / D
+        ds = torch.where(x > 0, dp.sub_(delta), delta * (x < 0)).mul_(scaled)
+        return x.clamp(min=0).mul_(factor), ds, carry
 
     @staticmethod
     def row_grads(*args):
@@ -152,13 +177,18 @@ class Softpick:
 
 
 class SignedSoftmax:
+    """A tile's state: sgn(s) e^{|s| - m_t} (0 where masked) and the rows' factor
+    e^{m_t - lse} (None when made again, with m_t = lse)."""
+
     @staticmethod
     def forward(q, k, v, scale, tiling: Tiling):
         bsz, heads, lq = q.shape[:3]
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
         lse2 = q.new_empty(bsz, heads, lq, 1)
+        kept = []
         for i, j, e, qb in _blocks(q, scale, tiling):
             m = l = acc = None
+            block_kept = []
             for a, b, hidden in tiling.tiles(i, j, e):
                 s = _logits2(qb, k, a, b)
                 t = hide(s.abs(), hidden, NEG_INF)
@@ -166,27 +196,37 @@ class SignedSoftmax:
                 m_new = top if m is None else torch.maximum(m, top)
                 m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
                 p = t.sub_(m_safe).exp2_()
-                pv = torch.matmul(p * s.sign_(), v[..., a:b, :])
+                l_tile = p.sum(-1, keepdim=True)
+                signed = p.mul_(s.sign_())
+                pv = torch.matmul(signed, v[..., a:b, :])
                 if m is None:
-                    l, acc = p.sum(-1, keepdim=True), pv
+                    l, acc = l_tile, pv
                 else:
                     alpha = (m - m_safe).exp2_()
-                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    l = l.mul_(alpha).add_(l_tile)
                     acc = acc.mul_(alpha).add_(pv)
                 m = m_new
+                if not tiling.recompute:
+                    block_kept.append((signed, m_safe))
             empty = l == 0
             out[..., i:j, :] = acc / l.masked_fill(empty, 1.0)
-            lse2[..., i:j, :] = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(
-                empty, math.inf)
-        return out, (lse2,)
+            block_lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty,
+                                                                                    math.inf)
+            lse2[..., i:j, :] = block_lse2
+            kept += [(signed, (m_t - block_lse2).exp2_()) for signed, m_t in block_kept]
+        return out, (lse2,), kept
 
     @staticmethod
-    def tile_grads(s2, hidden, rows, dp, delta, carry):
+    def tile_state(s2, hidden, rows):
         (lse2,) = rows
         p = hide((s2.abs() - lse2).exp2_(), hidden, 0.0)
-        sign = s2.sign_()
-        w = p.mul_(sign)                                                  # p sgn(s)
-        ds = dp.mul_(sign).sub_(delta).mul_(w)
+        return p.mul_(s2.sign_()), None
+
+    @staticmethod
+    def tile_grads(state, rows, dp, delta, carry):
+        signed, factor = state
+        w = signed if factor is None else signed * factor                 # sgn(s) p
+        ds = dp.mul_(w.abs()).sub_(delta * w)                              # p sgn(s) (sgn dP - delta)
         return w, ds, carry
 
     @staticmethod
@@ -196,7 +236,7 @@ class SignedSoftmax:
 
 class SelfAdjust:
     """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
-    2 (lse, lo and hi times log2 e)."""
+    2 (lse, lo and hi times log2 e). A tile's state: z (s log2 e, 0 where masked) and p."""
 
     def __init__(self, plain: bool):
         self.plain = bool(plain)
@@ -216,12 +256,14 @@ class SelfAdjust:
         stats = [q.new_empty(bsz, heads, lq, 1) for _ in range(3)]        # lse2, lo2, hi2
         where = [q.new_zeros(bsz, heads, lq, 1, dtype=torch.long) for _ in range(2)]
         lowest = torch.finfo(q.dtype).min
+        kept = []
         for i, j, e, qb in _blocks(q, scale, tiling):
             m = l = acc_a = acc_b = None
             lo = q.new_zeros(bsz, heads, j - i, 1)
             hi = torch.zeros_like(lo)
             lo_at, hi_at = torch.zeros_like(lo, dtype=torch.long), torch.zeros_like(lo,
                                                                                   dtype=torch.long)
+            block_kept = []
             for a, b, hidden in tiling.tiles(i, j, e):
                 z = hide(_logits2(qb, k, a, b), hidden, 0.0)     # masked keys as 0, as lo and hi
                 if hidden is None:
@@ -245,23 +287,30 @@ class SelfAdjust:
                     acc_b = acc_b.mul_(alpha).add_(pv)
                     acc_a = acc_a.mul_(alpha).add_(psv)
                 m = m_new
+                if not tiling.recompute:
+                    block_kept.append((z, p, m_safe))
             empty = l == 0
             inv_r2 = self.inverse_span(lo, hi)[0]
             out[..., i:j, :] = (acc_a - lo * acc_b) * (inv_r2 / l.masked_fill(empty, 1.0))
             lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty, math.inf)
             for x, y in zip(stats + where, (lse2, lo, hi, lo_at, hi_at)):
                 x[..., i:j, :] = y
-        return out, (*stats, *where)
+            kept += [(z, p.mul_((m_t - lse2).exp2_())) for z, p, m_t in block_kept]
+        return out, (*stats, *where), kept
 
-    def tile_grads(self, s2, hidden, rows, dp, delta, carry):
-        lse2, lo2, hi2 = rows[:3]
+    @staticmethod
+    def tile_state(s2, hidden, rows):
         z = hide(s2, hidden, 0.0)
-        p = hide((z - lse2).exp2_(), hidden, 0.0)
+        return z, hide((z - rows[0]).exp2_(), hidden, 0.0)
+
+    def tile_grads(self, state, rows, dp, delta, carry):
+        z, p = state
+        lo2, hi2 = rows[1:3]
         inv_r2 = self.inverse_span(lo2, hi2)[0]
         w = (z - lo2).mul_(inv_r2).mul_(p)
         if not self.plain:
             carry = carry + (p * dp).sum(-1, keepdim=True)                # G
-        ds = (p * (inv_r2 * LOG2E)).add_(w).mul_(dp).sub_(p.mul_(delta))
+        ds = (p * (inv_r2 * LOG2E)).add_(w).mul_(dp).sub_(p * delta)
         return w, ds, carry
 
     def row_grads(self, rows, delta, carry, qb, k, dq, dk, i, need_q, need_k):
@@ -297,7 +346,7 @@ def rows_attend(q, k, v, mask=None, *, kind: str, eps: float = 0.0, query_scale=
                 recompute: bool | None = None) -> torch.Tensor:
     """softpick (``eps``), the signed softmax or the self-adjust softmax (``kind``, one of
     :data:`ROW_KINDS`) over the visible keys of ``s = (q * query_scale) k^T``, times v, blocked
-    with recompute (the tiles' weights are always made again in the backward). ``query_scale``
+    with recompute (below the recompute length the tiles' weights are kept). ``query_scale``
     as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in fp32 and come back in
     their dtype."""
     kernel = _kernel(kind, eps)
