@@ -376,3 +376,17 @@ def test_blocked_equals_reference_at_2048_keys(name, kwargs):
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(blocked(scorer, None, None, None), scorer, q, k, v, g, mask)
         assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)
+
+
+def test_sa_softmax_takes_keys_laid_out_as_heads_of_a_projection():
+    """(B, L, H, D) memory viewed as (B, H, L, D), as attention layers pass q and k: lo's and
+    hi's gradients reach the right keys."""
+    scorer = make_scorer("sa_softmax").double()
+    q, k, v, g = (t.transpose(1, 2).contiguous().transpose(1, 2)
+                  for t in inputs(torch.float64))
+    assert not k.is_contiguous()
+    for mask_name, mask in masks().items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"sa_softmax {mask_name} {tiling}", tol=1e-12)

@@ -95,7 +95,7 @@ class BlockedRows(torch.autograd.Function):
         need_qs = need_q or need_scale
         d_out = d_out.contiguous()
         delta = (d_out * out).sum(-1, keepdim=True)
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dq, dk, dv = torch.zeros_like(q), k.new_zeros(k.shape), torch.zeros_like(v)
         dscale = torch.zeros_like(scale) if need_scale else None
         for i, j, e, qb in _blocks(q, scale, tiling):
             dob, delta_b = d_out[..., i:j, :], delta[..., i:j, :]
@@ -323,12 +323,16 @@ class SelfAdjust:
         g_lo = torch.where(clamped, -carry, delta - carry).mul_(inv_r).masked_fill_(lo2 >= 0, 0.0)
         g_hi = (-delta * inv_r).masked_fill_((hi2 <= 0) | clamped, 0.0)
         j = i + qb.shape[-2]
+        lk, d = k.shape[-2:]
+        first = torch.arange(0, lo_at.shape[0] * lo_at.shape[1] * lk, lk, device=k.device)
+        first = first.view(*lo_at.shape[:2], 1, 1)                      # row 0 of each (b, h)
         for g, at in ((g_lo, lo_at), (g_hi, hi_at)):
-            at = at.expand(*at.shape[:-1], k.shape[-1])
+            index = (at + first).view(-1)
             if need_q:
-                dq[..., i:j, :] += g * torch.gather(k, -2, at)
+                keys = k.reshape(-1, d).index_select(0, index)
+                dq[..., i:j, :] += g * keys.view(qb.shape)
             if need_k:
-                dk.scatter_add_(-2, at, g * qb)
+                dk.view(-1, d).index_add_(0, index, (g * qb).reshape(-1, d))
 
 
 def _kernel(kind: str, eps: float):
