@@ -324,6 +324,13 @@ def declares_blocked(scorer) -> bool:
 # entmax_bisect (median of 5), alpha 1.5 fixed / learned per head: 4.93 / 2.13 / 1.66 (1.01x) and
 # 6.26 / 2.58 / 2.12 (1.23x) against pivot's 4.75 / 9.74 / 13.33 (20x) and 8.14 / 7.61 / 26.56
 # (31x) in the same sitting.
+# softpick, adaptive_temperature, cog_signed, sa_softmax and stick_breaking (one thread, CPU
+# clock, median of 3, a 2-core machine shared with other jobs; time at the same three shapes,
+# peak memory at 2,048): 1.88 / 1.15 / 1.05 (0.79x), 1.75 / 1.38 / 0.90 (0.61x), 1.34 / 0.88 /
+# 0.77 (0.66x), 2.80 / 1.36 / 1.11 (0.83x) and 2.04 / 1.27 / 1.41 (0.93x) against their
+# references' 2.59 / 3.60 / 3.78, 2.45 / 3.52 / 3.42, 2.11 / 2.81 / 3.09, 3.49 / 5.16 / 4.58 and
+# 4.25 / 6.00 / 6.70 (sa_softmax's reference took 32x SDPA's memory at 2,048); sa_softmax at 128
+# keys read 1.99 once lo's and hi's gradients went through index_add_.
 # Registered before dense and pivot (scorers/fast/__init__.py).
 @register_form("blocked")
 class BlockedForm(FastForm):
