@@ -18,8 +18,9 @@ forms that apply):
   entropy), a pointwise gate, sparsemax or alpha-entmax with alpha in (1, 2], softpick, the
   signed softmax, the self-adjust softmax or sigmoid stick-breaking, so the blocked form with
   recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
-  scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) applies; an instance whose settings it cannot run says so with
-  ``blocked_available = False`` (entmax_bisect at a fixed alpha > 2);
+  scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) applies; an instance whose
+  settings it cannot run says so with ``blocked_available = False`` (entmax_bisect at a fixed
+  alpha > 2, adaptive_temperature with a gradient through its beta);
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
@@ -95,10 +96,11 @@ class BlockedSpec:
     (1, 2], a float or a (1, H, 1, 1) tensor), "softpick" (``eps``), "signed_softmax",
     "self_adjust" or "self_adjust_plain" (scorers/fast/blocked_rows.py), or "stick_breaking"
     (the remainder to the current key) or "stick_breaking_past" (scorers/fast/blocked_stick.py).
-    ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d)). ``entropy_scale``: a function of each
-    row's softmax entropy H_i at ``query_scale`` that multiplies that row's query scale too
-    (without a gradient through H; adaptive temperature's beta(H)): the entropy is a statistic
-    of the whole row, found by one more pass over the key tiles before the softmax."""
+    ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d)). ``entropy_scale``: a
+    function of each row's softmax entropy H_i at ``query_scale`` that multiplies that row's
+    query scale too (without a gradient through H; adaptive temperature's beta(H)): the entropy
+    is a statistic of the whole row, found by one more pass over the key tiles before the
+    softmax."""
 
     kind: str
     query_scale: object = None

@@ -226,7 +226,7 @@ class SignedSoftmax:
     def tile_grads(state, rows, dp, delta, carry):
         signed, factor = state
         w = signed if factor is None else signed * factor                 # sgn(s) p
-        ds = dp.mul_(w.abs()).sub_(delta * w)                              # p sgn(s) (sgn dP - delta)
+        ds = dp.mul_(w.abs()).sub_(delta * w)                    # p sgn(s) (sgn(s) dP - delta)
         return w, ds, carry
 
     @staticmethod

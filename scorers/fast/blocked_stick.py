@@ -178,9 +178,9 @@ def stick_breaking_attend(q, k, v, mask=None, *, current: bool = True, query_sca
                           recompute: bool | None = None) -> torch.Tensor:
     """Stick-breaking attention (the module doc) over ``s = (q * query_scale) k^T``, queries
     aligned to the last keys, times v, blocked with recompute (below the recompute length the
-    tiles' logits and weights are kept instead). ``current``: the remainder goes to each query's own key. ``query_scale``
-    as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in fp32 and come back in
-    their dtype."""
+    tiles' logits and weights are kept instead). ``current``: the remainder goes to each query's
+    own key. ``query_scale`` as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in
+    fp32 and come back in their dtype."""
     dtype = compute_dtype(q, k, v)
     scale = as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
