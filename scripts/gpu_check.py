@@ -12,7 +12,7 @@ against the reference on the same bf16 inputs, tolerance 2e-2), for each scorer 
 - dense: the SSA family as one eager autograd.Function on whole logit rows;
 - pivot: sparsemax and entmax15 with the sort-free threshold;
 - blocked: the blocked forms with recompute (scorers/fast/blocked.py,
-  scorers/fast/blocked_sparse.py);
+  scorers/fast/blocked_sparse.py, scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py);
 - compile: torch.compile (on query blocks) of the logits-kind scorers without a native path;
 - native: the scorers' own SDPA paths.
 

@@ -1,8 +1,10 @@
-"""The blocked form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py)
-equals each declaring scorer's reference: outputs and gradients (q, k, v and the scorer's
-parameters), every mask (none, causal, padded causal, random with fully-masked rows),
-cross-attention, query and key blocks that cut rows and keys unevenly, the weights recomputed or
-kept; bf16 in and out; and its memory grows like L, not L^2."""
+"""The blocked form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
+scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) equals each declaring scorer's
+reference: outputs and gradients (q, k, v and the scorer's parameters), every mask (none, causal,
+padded causal, random with fully-masked rows), cross-attention, query and key blocks that cut
+rows and keys unevenly, the weights recomputed or kept; bf16 in and out; rows whose statistics
+swing across key blocks; and its memory grows like L, not L^2 (at 2,048 keys, the forms of
+blocked_rows.py and blocked_stick.py against the reference too)."""
 from __future__ import annotations
 
 import entmax
