@@ -392,3 +392,16 @@ def test_sa_softmax_takes_keys_laid_out_as_heads_of_a_projection():
         for tiling in TILINGS[:2]:
             got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
             assert_close(ref, got, f"sa_softmax {mask_name} {tiling}", tol=1e-12)
+
+
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
+def test_more_queries_than_keys(name, kwargs):
+    """17 queries over 9 keys (stick_breaking's first queries then sit before every key): every
+    mask, recomputed and kept."""
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64, 17, 9)
+    for mask_name, mask in masks(17, 9).items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"{name}{kwargs} 17x9 {mask_name} {tiling}", tol=1e-12)
