@@ -20,7 +20,7 @@ forms that apply):
   recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
   scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) applies; an instance whose
   settings it cannot run says so with ``blocked_available = False`` (entmax_bisect at a fixed
-  alpha > 2, adaptive_temperature with a gradient through its beta);
+  alpha > 2);
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
@@ -98,9 +98,9 @@ class BlockedSpec:
     (the remainder to the current key) or "stick_breaking_past" (scorers/fast/blocked_stick.py).
     ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d)). ``entropy_scale``: a
     function of each row's softmax entropy H_i at ``query_scale`` that multiplies that row's
-    query scale too (without a gradient through H; adaptive temperature's beta(H)): the entropy
-    is a statistic of the whole row, found by one more pass over the key tiles before the
-    softmax."""
+    query scale too (adaptive temperature's beta(H), detached or not): the entropy is a
+    statistic of the whole row, found by one more pass over the key tiles before the softmax
+    (and one more in the backward where a gradient goes through it)."""
 
     kind: str
     query_scale: object = None

@@ -149,19 +149,15 @@ class AdaptiveTemperature(LogitsScorer):
     def weights(self, s, mask):
         log_p = torch.log_softmax(masked_fill_neg_inf(s, mask), dim=-1).masked_fill(~mask, 0.0)
         entropy = -(log_p.exp() * log_p).sum(-1, keepdim=True)
-        beta = adaptive_beta(entropy)
-        if not self.beta_grad:
-            beta = beta.detach()
-        return torch.softmax(masked_fill_neg_inf(beta * s, mask), dim=-1)
+        return torch.softmax(masked_fill_neg_inf(self.beta(entropy) * s, mask), dim=-1)
 
-    @property
-    def blocked_available(self) -> bool:
-        """The blocked form takes beta as a constant, so it runs only with ``beta_grad=False``."""
-        return not self.beta_grad
+    def beta(self, entropy: torch.Tensor) -> torch.Tensor:
+        beta = adaptive_beta(entropy)
+        return beta if self.beta_grad else beta.detach()
 
     def blocked_spec(self, q, k, mask):
         """softmax of beta(H_i) s: beta(H_i) / sqrt(d) scales query i, H_i from a pass before."""
-        return BlockedSpec("softmax", entropy_scale=adaptive_beta)
+        return BlockedSpec("softmax", entropy_scale=self.beta)
 
 
 @register_scorer("sa_softmax", family="softmax", normalization="subnormalized",

@@ -30,11 +30,13 @@ DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, 
             ("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", {}),
             ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True}),
             ("softpick", {}), ("softpick", {"eps": 0.5}), ("adaptive_temperature", {}),
+            ("adaptive_temperature", {"beta_grad": True}),
             ("cog_signed", {}), ("sa_softmax", {}), ("sa_softmax", {"variant": "plain"}),
             ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
 # The forms of blocked_rows.py and blocked_stick.py, each beside its reference's edge cases.
 ROW_STATISTICS = [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
                   ("sa_softmax", {"variant": "plain"}), ("adaptive_temperature", {}),
+                  ("adaptive_temperature", {"beta_grad": True}),
                   ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
 SOFTMAX_DECLARED = {"ssa", "ssa_n2", "ssa_n1_5", "ssa_gpt2", "stablemax", "temperature_softmax",
                     "ssmax", "softmax_plus_one", "learned_sink", "adaptive_temperature"}
@@ -353,13 +355,6 @@ def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
                          recompute=True)
     assert torch.isfinite(got).all()
     assert (got - want).abs().max().item() <= 1e-12 * max(1.0, want.abs().max().item())
-
-
-def test_adaptive_temperature_with_a_gradient_through_beta_keeps_its_reference():
-    scorer = make_scorer("adaptive_temperature", {"beta_grad": True})
-    assert "blocked" in scorer.fast_forms() and not scorer.blocked_available
-    assert accelerate(scorer, "blocked") == {"adaptive_temperature": "reference"}
-    assert accelerate(scorer, "auto") == {"adaptive_temperature": "reference"}
 
 
 @pytest.mark.slow

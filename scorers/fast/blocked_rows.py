@@ -22,7 +22,8 @@ and sum do not make alone: each row carries one or two more statistics across it
 
 :func:`softmax_entropy` is the row statistic of adaptive temperature: H_i of softmax(s) over
 V_i, one forward pass over the tiles (running max m, sum l and u = sum e^{s - m} s:
-H = m + ln l - u / l).
+H = m + ln l - u / l), and one more in the backward when the scorer lets a gradient through H:
+dL/ds = -dL/dH p (ln p + H).
 
 Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) each tile's state (what its weights and gradients
 are made from) is kept from the forward, with a per-row factor for the shift it was made at,
@@ -362,47 +363,78 @@ def rows_attend(q, k, v, mask=None, *, kind: str, eps: float = 0.0, query_scale=
     return out.to(v.dtype)
 
 
-@torch.no_grad()
+class BlockedEntropy(torch.autograd.Function):
+    """H_i of softmax over the visible keys of ``s = (q * scale) k^T`` (see
+    :func:`softmax_entropy`). Saves lse log2 e and H per row. Backward, p = e^{s - lse}:
+    dL/ds_ij = -dL/dH_i p_ij (ln p_ij + H_i)."""
+
+    @staticmethod
+    def forward(ctx, q, k, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        entropy, lse2 = q.new_empty(bsz, heads, lq, 1), q.new_empty(bsz, heads, lq, 1)
+        lowest = torch.finfo(q.dtype).min
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = u = None
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = hide(_logits2(qb, k, a, b), hidden, lowest)
+                top = _row_max(s)
+                m_new = top if m is None else torch.maximum(m, top)
+                p = hide((s - m_new).exp2_(), hidden, 0.0)
+                ps = (p * s).sum(-1, keepdim=True)
+                if m is None:
+                    l, u = p.sum(-1, keepdim=True), ps
+                else:
+                    alpha = (m - m_new).exp2_()
+                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    u = u.mul_(alpha).add_(ps)
+                m = m_new
+            empty = l == 0
+            l = l.masked_fill(empty, 1.0)
+            block_lse2 = (m + l.log2()).masked_fill_(empty, 0.0)
+            lse2[..., i:j, :] = block_lse2
+            entropy[..., i:j, :] = (block_lse2 - u / l).masked_fill_(empty, 0.0).div_(LOG2E)
+        ctx.tiling = tiling
+        ctx.save_for_backward(q, k, scale, lse2, entropy)
+        return entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_entropy):
+        q, k, scale, lse2, entropy = ctx.saved_tensors
+        tiling = ctx.tiling
+        need_q, need_k, need_scale = ctx.needs_input_grad[:3]
+        need_qs = need_q or need_scale
+        dq, dk = torch.zeros_like(q), torch.zeros_like(k)
+        dscale = torch.zeros_like(scale) if need_scale else None
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            lse_b, h_b, dh_b = lse2[..., i:j, :], entropy[..., i:j, :], d_entropy[..., i:j, :]
+            for a, b, hidden in tiling.tiles(i, j, e):
+                log_p2 = _logits2(qb, k, a, b).sub_(lse_b)
+                p = log_p2.exp2()
+                ds = log_p2.div_(LOG2E).add_(h_b).mul_(p).mul_(-dh_b)     # -dH p (ln p + H)
+                hide(ds, hidden, 0.0)
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
+            if need_qs:
+                scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        return dq if need_q else None, dk if need_k else None, dscale, None
+
+
 def softmax_entropy(q, k, mask=None, *, query_scale=None, block_size: int | None = None,
                     key_block: int | None = None) -> torch.Tensor:
     """H_i = -sum_{j in V_i} p_ij ln p_ij of p = softmax over the visible keys of
     ``s = (q * query_scale) k^T``, (B, H, Lq, 1) in the compute dtype, 0 where a row sees no
-    key; no gradient."""
+    key; q and k (and a tensor query_scale) get its gradient."""
     dtype = compute_dtype(q, k)
     scale = as_scale(query_scale, q, dtype)
-    tiling = plan_tiles(q.to(dtype), k, mask, block_size=block_size, key_block=key_block,
-                        recompute=True)
-    q, k = q.to(dtype), k.to(dtype)
-    bsz, heads, lq = q.shape[:3]
-    entropy = q.new_empty(bsz, heads, lq, 1)
-    lowest = torch.finfo(dtype).min
-    for i, j, e, qb in _blocks(q, scale, tiling):
-        m = l = u = None
-        for a, b, hidden in tiling.tiles(i, j, e):
-            s = hide(_logits2(qb, k, a, b), hidden, lowest)
-            top = _row_max(s)
-            m_new = top if m is None else torch.maximum(m, top)
-            p = hide((s - m_new).exp2_(), hidden, 0.0)
-            ps = (p * s).sum(-1, keepdim=True)
-            if m is None:
-                l, u = p.sum(-1, keepdim=True), ps
-            else:
-                alpha = (m - m_new).exp2_()
-                l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
-                u = u.mul_(alpha).add_(ps)
-            m = m_new
-        empty = l == 0
-        l = l.masked_fill(empty, 1.0)
-        h2 = (m + l.log2()).sub_(u / l)
-        entropy[..., i:j, :] = h2.masked_fill_(empty, 0.0).div_(LOG2E)
-    return entropy
+    tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block, recompute=True)
+    return BlockedEntropy.apply(q.to(dtype), k.to(dtype), scale, tiling)
 
 
 def entropy_scale(scale_of_entropy, q, k, mask=None, *, query_scale=None,
                   block_size: int | None = None, key_block: int | None = None) -> torch.Tensor:
     """``query_scale`` times ``scale_of_entropy(H)`` per row, H the row's
-    :func:`softmax_entropy` at ``query_scale``: (B, H, Lq, 1), detached."""
+    :func:`softmax_entropy` at ``query_scale``: (B, H, Lq, 1), with the gradient through H
+    that ``scale_of_entropy`` leaves (none where it detaches)."""
     h = softmax_entropy(q, k, mask, query_scale=query_scale, block_size=block_size,
                         key_block=key_block)
-    with torch.no_grad():
-        return as_scale(query_scale, q, h.dtype) * scale_of_entropy(h)
+    return as_scale(query_scale, q, h.dtype) * scale_of_entropy(h)
