@@ -44,10 +44,12 @@ BF16_TOL = 2e-2
 FLEX_ORDER = ["ssa", "sigmoid", "softmax_plus_one", "ssmax", "temperature_softmax", "stablemax",
               "ssa_gpt2", "learned_sink", "softmax"]
 VARIANTS = {"temperature_softmax": [{"learnable": True}]}
-# Settings the blocked form runs through another kernel (scorers/fast/blocked_rows.py,
-# scorers/fast/blocked_stick.py), checked beside each scorer's defaults.
+# Settings the blocked form runs through other kernels or another backward
+# (scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py), checked beside each scorer's
+# defaults.
 BLOCKED_VARIANTS = {"sa_softmax": [{"variant": "plain"}],
-                    "stick_breaking": [{"attend_current": False}]}
+                    "stick_breaking": [{"attend_current": False}],
+                    "adaptive_temperature": [{"beta_grad": True}]}
 
 
 def masks(b: int, length: int, device) -> dict:
