@@ -14,10 +14,13 @@ forms that apply):
 - ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
   -inf-masked logits (scorers/pivot.py), for the pivot form;
 - ``blocked_spec(q, k, mask) -> BlockedSpec``: the weights are a softmax of an elementwise logit
-  transform (with a sink logit or not), a pointwise gate, sparsemax or alpha-entmax with alpha in
-  (1, 2], so the blocked form with recompute (scorers/fast/blocked.py,
-  scorers/fast/blocked_sparse.py) applies; an instance whose settings it cannot run says so with
-  ``blocked_available = False`` (entmax_bisect at a fixed alpha > 2);
+  transform (with a sink logit or not, at a query scale that may depend on the row's softmax
+  entropy), a pointwise gate, sparsemax or alpha-entmax with alpha in (1, 2], softpick, the
+  signed softmax, the self-adjust softmax or sigmoid stick-breaking, so the blocked form with
+  recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
+  scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) applies; an instance whose
+  settings it cannot run says so with ``blocked_available = False`` (entmax_bisect at a fixed
+  alpha > 2);
 - ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
@@ -87,10 +90,17 @@ IDENTITY = LogitTransform()
 class BlockedSpec:
     """A scorer's blocked form for given inputs (``Scorer.blocked_spec(q, k, mask)``).
 
-    ``kind``: "softmax" (``softmax_attend`` of scorers/fast/blocked.py: ``transform``, ``sink``),
-    a gate, "sigmoid", "relu" or "relu2" (``gate_attend``: ``bias``), or "sparsemax", "entmax15"
-    or "entmax_alpha" (scorers/fast/blocked_sparse.py: ``alpha`` in (1, 2], a float or a
-    (1, H, 1, 1) tensor). ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d))."""
+    ``kind``: "softmax" (``softmax_attend`` of scorers/fast/blocked.py: ``transform``, ``sink``,
+    ``entropy_scale``), a gate, "sigmoid", "relu" or "relu2" (``gate_attend``: ``bias``),
+    "sparsemax", "entmax15" or "entmax_alpha" (scorers/fast/blocked_sparse.py: ``alpha`` in
+    (1, 2], a float or a (1, H, 1, 1) tensor), "softpick" (``eps``), "signed_softmax",
+    "self_adjust" or "self_adjust_plain" (scorers/fast/blocked_rows.py), or "stick_breaking"
+    (the remainder to the current key) or "stick_breaking_past" (scorers/fast/blocked_stick.py).
+    ``query_scale``: multiplies q before ``q k^T`` (default 1/sqrt(d)). ``entropy_scale``: a
+    function of each row's softmax entropy H_i at ``query_scale`` that multiplies that row's
+    query scale too (adaptive temperature's beta(H), detached or not): the entropy is a
+    statistic of the whole row, found by one more pass over the key tiles before the softmax
+    (and one more in the backward where a gradient goes through it)."""
 
     kind: str
     query_scale: object = None
@@ -98,6 +108,8 @@ class BlockedSpec:
     sink: torch.Tensor | None = None
     bias: float = 0.0
     alpha: object = None
+    eps: float = 0.0
+    entropy_scale: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 class FastForm:

@@ -102,3 +102,6 @@ class StickBreaking(LogitsScorer):
             current = (grid.tril(offset) & ~grid.tril(offset - 1)) & mask
             w = w + current * torch.exp(log_rest.sum(-1, keepdim=True))
         return w
+
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("stick_breaking" if self.attend_current else "stick_breaking_past")

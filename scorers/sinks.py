@@ -108,3 +108,6 @@ class Softpick(LogitsScorer):
         m = masked_fill_neg_inf(s, mask).amax(-1, keepdim=True).clamp(min=0.0).detach()
         e = torch.exp(s.masked_fill(~mask, 0.0) - m) - torch.exp(-m)
         return torch.relu(e) / (e.abs().sum(-1, keepdim=True) + self.eps)
+
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("softpick", eps=self.eps)

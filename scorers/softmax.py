@@ -149,10 +149,15 @@ class AdaptiveTemperature(LogitsScorer):
     def weights(self, s, mask):
         log_p = torch.log_softmax(masked_fill_neg_inf(s, mask), dim=-1).masked_fill(~mask, 0.0)
         entropy = -(log_p.exp() * log_p).sum(-1, keepdim=True)
+        return torch.softmax(masked_fill_neg_inf(self.beta(entropy) * s, mask), dim=-1)
+
+    def beta(self, entropy: torch.Tensor) -> torch.Tensor:
         beta = adaptive_beta(entropy)
-        if not self.beta_grad:
-            beta = beta.detach()
-        return torch.softmax(masked_fill_neg_inf(beta * s, mask), dim=-1)
+        return beta if self.beta_grad else beta.detach()
+
+    def blocked_spec(self, q, k, mask):
+        """softmax of beta(H_i) s: beta(H_i) / sqrt(d) scales query i, H_i from a pass before."""
+        return BlockedSpec("softmax", entropy_scale=self.beta)
 
 
 @register_scorer("sa_softmax", family="softmax", normalization="subnormalized",
@@ -183,6 +188,9 @@ class SASoftmax(LogitsScorer):
         hi = z.amax(-1, keepdim=True).clamp(min=0.0)
         return (z - lo) / (hi - lo).clamp(min=1e-10) * p
 
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("self_adjust_plain" if self.variant == "plain" else "self_adjust")
+
 
 @register_scorer("cog_signed", family="softmax", normalization="signed", paper="arXiv:2411.07176")
 class CogSigned(LogitsScorer):
@@ -191,3 +199,6 @@ class CogSigned(LogitsScorer):
 
     def weights(self, s, mask):
         return torch.sign(s) * torch.softmax(masked_fill_neg_inf(s.abs(), mask), dim=-1)
+
+    def blocked_spec(self, q, k, mask):
+        return BlockedSpec("signed_softmax")

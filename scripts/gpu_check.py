@@ -12,7 +12,7 @@ against the reference on the same bf16 inputs, tolerance 2e-2), for each scorer 
 - dense: the SSA family as one eager autograd.Function on whole logit rows;
 - pivot: sparsemax and entmax15 with the sort-free threshold;
 - blocked: the blocked forms with recompute (scorers/fast/blocked.py,
-  scorers/fast/blocked_sparse.py);
+  scorers/fast/blocked_sparse.py, scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py);
 - compile: torch.compile (on query blocks) of the logits-kind scorers without a native path;
 - native: the scorers' own SDPA paths.
 
@@ -44,6 +44,12 @@ BF16_TOL = 2e-2
 FLEX_ORDER = ["ssa", "sigmoid", "softmax_plus_one", "ssmax", "temperature_softmax", "stablemax",
               "ssa_gpt2", "learned_sink", "softmax"]
 VARIANTS = {"temperature_softmax": [{"learnable": True}]}
+# Settings the blocked form runs through other kernels or another backward
+# (scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py), checked beside each scorer's
+# defaults.
+BLOCKED_VARIANTS = {"sa_softmax": [{"variant": "plain"}],
+                    "stick_breaking": [{"attend_current": False}],
+                    "adaptive_temperature": [{"beta_grad": True}]}
 
 
 def masks(b: int, length: int, device) -> dict:
@@ -139,7 +145,8 @@ def plan(device) -> list[tuple[str, str, dict]]:
     items += [("topk", n, {}) for n in scorers_with("topk")]
     items += [("dense", n, {}) for n in scorers_with("dense")]
     items += [("pivot", n, {}) for n in scorers_with("pivot")]
-    items += [("blocked", n, {}) for n in scorers_with("blocked")]
+    items += [("blocked", n, kw) for n in scorers_with("blocked")
+              for kw in [{}] + BLOCKED_VARIANTS.get(n, [])]
     compiled, native = [], []
     cuda = torch.device("cuda")
     for name in scorers.list_scorers():

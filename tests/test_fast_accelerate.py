@@ -28,9 +28,12 @@ BY_LENGTH = f"dense<{RECOMPUTE_FROM_KEYS['cpu']}|blocked"
     ("relu2", "auto", CPU, "blocked"), ("ssmax", "auto", CPU, "blocked"),
     ("learned_sink", "auto", CPU, "blocked"), ("learned_sink", "off", CPU, "sdpa"),
     ("temperature_softmax", "auto", CPU, "blocked"), ("softmax_plus_one", "auto", CUDA, "sdpa"),
-    ("learned_sink", "blocked", CPU, "blocked"), ("softpick", "blocked", CPU, "reference"),
-    ("ssa", "dense", CPU, "dense"),
-    ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "reference"),
+    ("learned_sink", "blocked", CPU, "blocked"), ("softpick", "blocked", CPU, "blocked"),
+    ("softmax", "blocked", CPU, "sdpa"), ("ssa", "dense", CPU, "dense"),
+    ("sparsemax", "auto", CUDA, "reference"), ("sa_softmax", "auto", CPU, "blocked"),
+    ("sa_softmax", "auto", CUDA, "reference"), ("softpick", "auto", CPU, "blocked"),
+    ("cog_signed", "auto", CPU, "blocked"), ("adaptive_temperature", "auto", CPU, "blocked"),
+    ("stick_breaking", "auto", CPU, "blocked"),
     ("relu", "auto", CUDA, "reference"),
     ("softmax", "auto", CPU, "sdpa"), ("softmax", "auto", CUDA, "sdpa"),
     ("ssmax", "auto", CUDA, "sdpa"), ("cosformer", "auto", CPU, "linear"),
@@ -59,7 +62,7 @@ def test_forms_are_declared_by_the_scorers():
                                                                      "compile")
     assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
     assert scorers.get_scorer_class("relu").fast_forms() == ("blocked", "compile")
-    assert scorers.get_scorer_class("softpick").fast_forms() == ("compile",)
+    assert scorers.get_scorer_class("softpick").fast_forms() == ("blocked", "compile")
 
 
 def test_a_setting_a_form_cannot_run_goes_to_the_next_form():

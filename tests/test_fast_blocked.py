@@ -1,8 +1,10 @@
-"""The blocked form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py)
-equals each declaring scorer's reference: outputs and gradients (q, k, v and the scorer's
-parameters), every mask (none, causal, padded causal, random with fully-masked rows),
-cross-attention, query and key blocks that cut rows and keys unevenly, the weights recomputed or
-kept; bf16 in and out; and its memory grows like L, not L^2."""
+"""The blocked form with recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
+scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) equals each declaring scorer's
+reference: outputs and gradients (q, k, v and the scorer's parameters), every mask (none, causal,
+padded causal, random with fully-masked rows), cross-attention, query and key blocks that cut
+rows and keys unevenly, the weights recomputed or kept; bf16 in and out; rows whose statistics
+swing across key blocks; and its memory grows like L, not L^2 (at 2,048 keys, the forms of
+blocked_rows.py and blocked_stick.py against the reference too)."""
 from __future__ import annotations
 
 import entmax
@@ -26,9 +28,18 @@ DECLARED = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False, 
             ("softmax_plus_one", {}), ("learned_sink", {}), ("sigmoid", {}), ("relu", {}),
             ("relu", {"length": "fixed"}), ("relu2", {}), ("relu2", {"length": "fixed"}),
             ("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", {}),
-            ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True})]
+            ("entmax_bisect", {"alpha": 1.25}), ("entmax_bisect", {"learn_alpha": True}),
+            ("softpick", {}), ("softpick", {"eps": 0.5}), ("adaptive_temperature", {}),
+            ("adaptive_temperature", {"beta_grad": True}),
+            ("cog_signed", {}), ("sa_softmax", {}), ("sa_softmax", {"variant": "plain"}),
+            ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
+# The forms of blocked_rows.py and blocked_stick.py, each beside its reference's edge cases.
+ROW_STATISTICS = [("softpick", {}), ("cog_signed", {}), ("sa_softmax", {}),
+                  ("sa_softmax", {"variant": "plain"}), ("adaptive_temperature", {}),
+                  ("adaptive_temperature", {"beta_grad": True}),
+                  ("stick_breaking", {}), ("stick_breaking", {"attend_current": False})]
 SOFTMAX_DECLARED = {"ssa", "ssa_n2", "ssa_n1_5", "ssa_gpt2", "stablemax", "temperature_softmax",
-                    "ssmax", "softmax_plus_one", "learned_sink"}
+                    "ssmax", "softmax_plus_one", "learned_sink", "adaptive_temperature"}
 # (query block rows, key block, recompute): uneven cuts recomputed, uneven cuts kept, one block.
 TILINGS = [(4, 5, True), (3, 4, False), (64, None, True)]
 SHAPES = [(17, 17), (9, 17)]
@@ -67,14 +78,16 @@ def test_blocked_equals_reference_fp32_through_accelerate(name, kwargs):
     scorer = make_scorer(name, kwargs)
     q, k, v, g = inputs()
     assert accelerate(scorer, "blocked", block_size=5) == {name: "blocked"}
-    for mask_name in ("padded_causal", "random_empty_rows"):
+    for mask_name in ("padded_causal",) + (() if scorer.causal_only else ("random_empty_rows",)):
         mask = masks()[mask_name]
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(scorer.attend, scorer, q, k, v, g, mask)
         assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=2e-5)
 
 
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "learned_sink",
+                                  "softpick", "adaptive_temperature", "cog_signed",
+                                  "sa_softmax", "stick_breaking"])
 def test_bf16_in_and_out(name):
     scorer = make_scorer(name)
     q, k, v, g = inputs(torch.bfloat16)
@@ -298,7 +311,9 @@ def test_a_model_trains_through_the_blocked_form_like_the_reference():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect"])
+@pytest.mark.parametrize("name", ["ssa", "sigmoid", "entmax15", "entmax_bisect", "softpick",
+                                  "adaptive_temperature", "cog_signed", "sa_softmax",
+                                  "stick_breaking"])
 def test_memory_grows_like_the_length(name):
     """Peak memory of forward + backward at L = 4096 with the weights recomputed: well below one
     (H, L, L) matrix, and growing from L = 2048 by less than the 4x of a quadratic."""
@@ -320,3 +335,68 @@ def test_memory_grows_like_the_length(name):
     square = 2 * 4096 * 4096 * 4
     assert peaks[4096] <= square / 3, peaks
     assert peaks[4096] <= 3.2 * peaks[2048], peaks
+
+
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["rising", "falling"])
+def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
+    """Logits of -1000 in the first key block and +1000 in the last (and the reverse), rows that
+    see only one side, over key blocks of 2: the running maximum, minimum and sums rescale what
+    came before; the weights equal the reference's (sa_softmax's plain weights s p to the
+    rounding of s)."""
+    scorer = make_scorer(name, kwargs).double()
+    q = torch.ones(1, 1, 3, 1, dtype=torch.float64)
+    k = sign * torch.tensor([-1000.0, -999.0, 1000.0, 999.0], dtype=torch.float64).view(1, 1, 4, 1)
+    v = torch.eye(4, dtype=torch.float64)[None, None]
+    mask = torch.tensor([[True] * 4, [True, True, False, False], [False, False, True, True]])
+    mask = mask[None, None]
+    want = scorer.weights_from_logits(q @ k.transpose(-1, -2), mask)
+    got = blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask, key_block=2,
+                         recompute=True)
+    assert torch.isfinite(got).all()
+    assert (got - want).abs().max().item() <= 1e-12 * max(1.0, want.abs().max().item())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
+def test_blocked_equals_reference_at_2048_keys(name, kwargs):
+    """Causal and padded causal, 2,048 keys, the default tiling (weights recomputed): outputs
+    and gradients equal the reference's in fp64."""
+    scorer = make_scorer(name, kwargs).double()
+    length = 2048
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, g = (torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
+                  for _ in range(4))
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
+    valid = torch.arange(length) < 1500
+    for mask in (causal, causal & valid):
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, None, None, None), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)
+
+
+def test_sa_softmax_takes_keys_laid_out_as_heads_of_a_projection():
+    """(B, L, H, D) memory viewed as (B, H, L, D), as attention layers pass q and k: lo's and
+    hi's gradients reach the right keys."""
+    scorer = make_scorer("sa_softmax").double()
+    q, k, v, g = (t.transpose(1, 2).contiguous().transpose(1, 2)
+                  for t in inputs(torch.float64))
+    assert not k.is_contiguous()
+    for mask_name, mask in masks().items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"sa_softmax {mask_name} {tiling}", tol=1e-12)
+
+
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
+def test_more_queries_than_keys(name, kwargs):
+    """17 queries over 9 keys (stick_breaking's first queries then sit before every key): every
+    mask, recomputed and kept."""
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64, 17, 9)
+    for mask_name, mask in masks(17, 9).items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"{name}{kwargs} 17x9 {mask_name} {tiling}", tol=1e-12)

@@ -12,8 +12,10 @@ The package, one module per job:
 
 - ``planning.py``: query blocks and the keys they see (the blocked forms' key truncation);
 - ``tiles.py``: the (query block, key block) tiles of the forms with recompute;
-- ``blocked.py``, ``blocked_sparse.py``: ``blocked``, attention with recompute for the scorers
-  declaring ``blocked_spec`` (softmaxes of transformed logits, gates, sparsemax, entmax);
+- ``blocked.py``, ``blocked_sparse.py``, ``blocked_rows.py``, ``blocked_stick.py``: ``blocked``,
+  attention with recompute for the scorers declaring ``blocked_spec`` (softmaxes of transformed
+  logits, gates, sparsemax, entmax; softpick, the signed and self-adjust softmaxes; sigmoid
+  stick-breaking);
 - ``ssa.py``: ``fused`` and ``dense``, the SSA family's kernels;
 - ``sparse.py``: ``topk`` and ``pivot``, sparsemax and entmax without the full sort or bisection;
 - ``flex.py``: ``flex``, FlexAttention score_mods;

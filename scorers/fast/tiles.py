@@ -1,8 +1,8 @@
-"""The tiles of the blocked forms with recompute (blocked.py, blocked_sparse.py): query blocks
-of ``block_size`` rows (by default :data:`BLOCK_ROWS`) that stop at the last key some row of
-theirs sees (as planning.py's), their keys cut into key blocks so that one (B, H, rows, keys) tile
-of logits stays below :data:`TILE_ELEMENTS`, and whether the backward makes the tiles again or
-keeps their weights.
+"""The tiles of the blocked forms with recompute (blocked.py, blocked_sparse.py, blocked_rows.py,
+blocked_stick.py): query blocks of ``block_size`` rows (by default :data:`BLOCK_ROWS`) that stop
+at the last key some row of theirs sees (as planning.py's), their keys cut into key blocks so
+that one (B, H, rows, keys) tile of logits stays below :data:`TILE_ELEMENTS`, and whether the
+backward makes the tiles again or keeps their weights.
 """
 from __future__ import annotations
 

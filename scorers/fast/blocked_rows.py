@@ -1,0 +1,440 @@
+"""Blocked forms with recompute (tiles.py's tiles) for weights that a softmax's running maximum
+and sum do not make alone: each row carries one or two more statistics across its key tiles.
+
+- softpick (``kind="softpick"``): with m_i = max(0, max_{V_i} s_ij),
+  w_ij = relu(e^{s_ij - m_i} - e^{-m_i}) / (sum_{k in V_i} |e^{s_ik - m_i} - e^{-m_i}| + eps).
+  The running m and both sums rescale by e^{m_old - m_new} as m grows (the shift is a constant of
+  the reference, detached, so it is no gradient path). Saved: m_i and the denominator D_i.
+  Backward, x = e^{s - m} - e^{-m} (the sign of x decides, as relu's and abs's slopes do in the
+  reference), E = e^{s - m} / D and delta_i = sum_j dO_ij O_ij:
+  ds = E (1[x > 0] dP - sgn(x) delta).
+- signed softmax (``"signed_softmax"``): w = sgn(s) softmax_{V_i}(|s|), a softmax of |s| (a
+  tile's row maximum of |s| is the larger of its max s and -min s) whose weights take s's sign on
+  the way into P V. Saved: lse_i of |s|. Backward, p = e^{|s| - lse}:
+  ds = p sgn(s) (sgn(s) dP - delta).
+- self-adjust softmax (``"self_adjust"``): with p = softmax_{V_i}(s), lo_i = min(min_{V_i} s, 0),
+  hi_i = max(max_{V_i} s, 0), r_i = max(hi_i - lo_i, 1e-10): w = (s - lo) / r * p. The forward
+  carries lo and hi (and the keys where they are reached) beside the online softmax and two
+  numerators, A = sum_j p_j s_j v_j and B = sum_j p_j v_j, so that O = (A - lo B) / r without
+  knowing lo first. ``"self_adjust_plain"``: w = s p (lo = 0, r = 1). Backward:
+  ds = p (dP / r - delta) + w dP, and at lo's key (lo < 0) dL/dlo = (delta - G) / r, at hi's
+  key (hi > 0) dL/dhi = -delta / r, G_i = sum_j p_j dP_ij (with r clamped: -G / r and 0).
+
+:func:`softmax_entropy` is the row statistic of adaptive temperature: H_i of softmax(s) over
+V_i, one forward pass over the tiles (running max m, sum l and u = sum e^{s - m} s:
+H = m + ln l - u / l), and one more in the backward when the scorer lets a gradient through H:
+dL/ds = -dL/dH p (ln p + H).
+
+Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) each tile's state (what its weights and gradients
+are made from) is kept from the forward, with a per-row factor for the shift it was made at,
+instead of made again. Exponentials run in base 2, as blocked.py's do (the queries carry
+log2 e, the gradients go to the natural logits). Masked keys weigh exactly zero; a query that
+sees no key gets a zero output and zero gradients (docs/scorers.md#fully-masked-rows).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..base import compute_dtype
+from ..forms import LOG2E
+from .planning import NEG_INF
+from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
+                    scale_rows, tile_logits)
+
+ROW_KINDS = ("softpick", "signed_softmax", "self_adjust", "self_adjust_plain")
+# sa_softmax's floor on hi - lo.
+SPAN_FLOOR = 1e-10
+
+
+def _row_max(t: torch.Tensor) -> torch.Tensor:
+    return t.amax(-1, keepdim=True)
+
+
+def _blocks(q, scale, tiling: Tiling):
+    """``(i, j, e, qb)`` per query block: qb the block's queries times the query scale."""
+    for i, j, e in tiling.blocks:
+        yield i, j, e, q[..., i:j, :] * scale_rows(scale, i, j)
+
+
+def _logits2(qb, k, a, b):
+    """A tile of s log2 e."""
+    return tile_logits(qb * LOG2E, k, a, b)
+
+
+def _running(found, best, best_at, offset: int, better):
+    """The running extreme of a row and the key where it is reached, from a tile's
+    ``torch.min``/``torch.max`` (values, indices) and ``better`` (torch.lt or torch.gt)."""
+    value, index = found
+    take = better(value, best)
+    return torch.where(take, value, best), torch.where(take, index + offset, best_at)
+
+
+class BlockedRows(torch.autograd.Function):
+    """See the module doc. Inputs: q, k, v, the query scale, the tiling and the kernel (one of
+    :class:`Softpick`, :class:`SignedSoftmax`, :class:`SelfAdjust`). The kernel's ``forward``
+    gives the output, the per-row statistics to save and, below the recompute length, each
+    tile's state; ``tile_state`` makes a tile's state again from its logits s log2 e;
+    ``tile_grads`` gives a tile's weights and dL/ds from its state, dP = dO V^T and
+    delta = dO . O; ``row_grads`` adds what reaches single entries of a query block's rows."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, tiling: Tiling, kernel):
+        out, stats, kept = kernel.forward(q, k, v, scale, tiling)
+        ctx.tiling, ctx.kernel, ctx.kept = tiling, kernel, kept
+        ctx.save_for_backward(q, k, v, scale, out, *stats)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out):
+        q, k, v, scale, out, *stats = ctx.saved_tensors
+        tiling, kernel = ctx.tiling, ctx.kernel
+        kept, ctx.kept = iter(ctx.kept), None
+        need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
+        need_qs = need_q or need_scale
+        d_out = d_out.contiguous()
+        delta = (d_out * out).sum(-1, keepdim=True)
+        dq, dk, dv = torch.zeros_like(q), k.new_zeros(k.shape), torch.zeros_like(v)
+        dscale = torch.zeros_like(scale) if need_scale else None
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            dob, delta_b = d_out[..., i:j, :], delta[..., i:j, :]
+            rows = [x[..., i:j, :] for x in stats]
+            carry = 0
+            for a, b, hidden in tiling.tiles(i, j, e):
+                if tiling.recompute:
+                    state = kernel.tile_state(_logits2(qb, k, a, b), hidden, rows)
+                else:
+                    state = next(kept)
+                dp = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2))
+                w, ds, carry = kernel.tile_grads(state, rows, dp, delta_b, carry)
+                del state
+                if need_v:
+                    dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
+                del w, dp
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
+            kernel.row_grads(rows, delta_b, carry, qb, k, dq, dk, i, need_qs, need_k)
+            if need_qs:
+                scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        return (dq if need_q else None, dk if need_k else None, dv if need_v else None, dscale,
+                None, None)
+
+
+class Softpick:
+    """A tile's state: x = e^{s - m_t} - e^{-m_t} (0 where masked), m_t and the rows' factor
+    e^{m_t - m} / D, m_t being the shift x was made with (the final m when made again)."""
+
+    def __init__(self, eps: float):
+        self.eps = float(eps)
+
+    def forward(self, q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        m2, den = q.new_empty(bsz, heads, lq, 1), q.new_empty(bsz, heads, lq, 1)
+        lowest = torch.finfo(q.dtype).min
+        kept = []
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = q.new_zeros(bsz, heads, j - i, 1)          # max(0, max s) log2 e
+            l = torch.zeros_like(m)
+            acc = q.new_zeros(bsz, heads, j - i, v.shape[-1])
+            block_kept = []
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = hide(_logits2(qb, k, a, b), hidden, lowest)
+                m_new = torch.maximum(m, _row_max(s))
+                x = s.sub_(m_new).exp2_().sub_(m_new.neg().exp2_())
+                hide(x, hidden, 0.0)
+                alpha = (m - m_new).exp2_()
+                l = l.mul_(alpha).add_(x.abs().sum(-1, keepdim=True))
+                if tiling.recompute:
+                    pv = torch.matmul(x.clamp_(min=0), v[..., a:b, :])
+                else:
+                    pv = torch.matmul(x.clamp(min=0), v[..., a:b, :])
+                    block_kept.append((x, m_new))
+                acc = acc.mul_(alpha).add_(pv)
+                m = m_new
+            d = l + self.eps
+            out[..., i:j, :] = acc / d
+            m2[..., i:j, :], den[..., i:j, :] = m, d
+            kept += [(x, m_t, (m_t - m).exp2_().div_(d)) for x, m_t in block_kept]
+        return out, (m2, den), kept
+
+    @staticmethod
+    def tile_state(s2, hidden, rows):
+        m, den = rows
+        x = hide((s2 - m).exp2_().sub_(m.neg().exp2()), hidden, 0.0)
+        return x, m, 1.0 / den
+
+    @staticmethod
+    def tile_grads(state, rows, dp, delta, carry):
+        x, m_t, factor = state
+        scaled = (x + m_t.neg().exp2()).mul_(factor)                      # e^{s - m} / D
+        ds = torch.where(x > 0, dp.sub_(delta), delta * (x < 0)).mul_(scaled)
+        return x.clamp(min=0).mul_(factor), ds, carry
+
+    @staticmethod
+    def row_grads(*args):
+        pass
+
+
+class SignedSoftmax:
+    """A tile's state: sgn(s) e^{|s| - m_t} (0 where masked) and the rows' factor
+    e^{m_t - lse} (None when made again, with m_t = lse)."""
+
+    @staticmethod
+    def forward(q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        lse2 = q.new_empty(bsz, heads, lq, 1)
+        kept = []
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = acc = None
+            block_kept = []
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = _logits2(qb, k, a, b)
+                t = hide(s.abs(), hidden, NEG_INF)
+                top = _row_max(t)
+                m_new = top if m is None else torch.maximum(m, top)
+                m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
+                p = t.sub_(m_safe).exp2_()
+                l_tile = p.sum(-1, keepdim=True)
+                signed = p.mul_(s.sign_())
+                pv = torch.matmul(signed, v[..., a:b, :])
+                if m is None:
+                    l, acc = l_tile, pv
+                else:
+                    alpha = (m - m_safe).exp2_()
+                    l = l.mul_(alpha).add_(l_tile)
+                    acc = acc.mul_(alpha).add_(pv)
+                m = m_new
+                if not tiling.recompute:
+                    block_kept.append((signed, m_safe))
+            empty = l == 0
+            out[..., i:j, :] = acc / l.masked_fill(empty, 1.0)
+            block_lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty,
+                                                                                    math.inf)
+            lse2[..., i:j, :] = block_lse2
+            kept += [(signed, (m_t - block_lse2).exp2_()) for signed, m_t in block_kept]
+        return out, (lse2,), kept
+
+    @staticmethod
+    def tile_state(s2, hidden, rows):
+        (lse2,) = rows
+        p = hide((s2.abs() - lse2).exp2_(), hidden, 0.0)
+        return p.mul_(s2.sign_()), None
+
+    @staticmethod
+    def tile_grads(state, rows, dp, delta, carry):
+        signed, factor = state
+        w = signed if factor is None else signed * factor                 # sgn(s) p
+        ds = dp.mul_(w.abs()).sub_(delta * w)                    # p sgn(s) (sgn(s) dP - delta)
+        return w, ds, carry
+
+    @staticmethod
+    def row_grads(*args):
+        pass
+
+
+class SelfAdjust:
+    """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
+    2 (lse, lo and hi times log2 e). A tile's state: z (s log2 e, 0 where masked) and p."""
+
+    def __init__(self, plain: bool):
+        self.plain = bool(plain)
+
+    def inverse_span(self, lo2, hi2):
+        """1 / (r log2 e), so that (s log2 e - lo log2 e) / (r log2 e) = (s - lo) / r; and
+        whether r is clamped."""
+        if self.plain:
+            return torch.full_like(lo2, 1.0 / LOG2E), torch.zeros_like(lo2, dtype=torch.bool)
+        span = hi2 - lo2
+        floor = SPAN_FLOOR * LOG2E
+        return 1.0 / span.clamp(min=floor), span < floor
+
+    def forward(self, q, k, v, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        out = q.new_empty(bsz, heads, lq, v.shape[-1])
+        stats = [q.new_empty(bsz, heads, lq, 1) for _ in range(3)]        # lse2, lo2, hi2
+        where = [q.new_zeros(bsz, heads, lq, 1, dtype=torch.long) for _ in range(2)]
+        lowest = torch.finfo(q.dtype).min
+        kept = []
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = acc_a = acc_b = None
+            lo = q.new_zeros(bsz, heads, j - i, 1)
+            hi = torch.zeros_like(lo)
+            lo_at, hi_at = torch.zeros_like(lo, dtype=torch.long), torch.zeros_like(lo,
+                                                                                  dtype=torch.long)
+            block_kept = []
+            for a, b, hidden in tiling.tiles(i, j, e):
+                z = hide(_logits2(qb, k, a, b), hidden, 0.0)     # masked keys as 0, as lo and hi
+                if hidden is None:
+                    top = _row_max(z)
+                else:
+                    top = _row_max(hide(z.clone(), hidden, lowest))
+                    top = top.masked_fill_(top == lowest, NEG_INF)
+                if not self.plain:
+                    lo, lo_at = _running(torch.min(z, -1, keepdim=True), lo, lo_at, a, torch.lt)
+                    hi, hi_at = _running(torch.max(z, -1, keepdim=True), hi, hi_at, a, torch.gt)
+                m_new = top if m is None else torch.maximum(m, top)
+                m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
+                p = hide((z - m_safe).exp2_(), hidden, 0.0)
+                vb = v[..., a:b, :]
+                pv, psv = torch.matmul(p, vb), torch.matmul(p * z, vb)
+                if m is None:
+                    l, acc_b, acc_a = p.sum(-1, keepdim=True), pv, psv
+                else:
+                    alpha = (m - m_safe).exp2_()
+                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    acc_b = acc_b.mul_(alpha).add_(pv)
+                    acc_a = acc_a.mul_(alpha).add_(psv)
+                m = m_new
+                if not tiling.recompute:
+                    block_kept.append((z, p, m_safe))
+            empty = l == 0
+            inv_r2 = self.inverse_span(lo, hi)[0]
+            out[..., i:j, :] = (acc_a - lo * acc_b) * (inv_r2 / l.masked_fill(empty, 1.0))
+            lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty, math.inf)
+            for x, y in zip(stats + where, (lse2, lo, hi, lo_at, hi_at)):
+                x[..., i:j, :] = y
+            kept += [(z, p.mul_((m_t - lse2).exp2_())) for z, p, m_t in block_kept]
+        return out, (*stats, *where), kept
+
+    @staticmethod
+    def tile_state(s2, hidden, rows):
+        z = hide(s2, hidden, 0.0)
+        return z, hide((z - rows[0]).exp2_(), hidden, 0.0)
+
+    def tile_grads(self, state, rows, dp, delta, carry):
+        z, p = state
+        lo2, hi2 = rows[1:3]
+        inv_r2 = self.inverse_span(lo2, hi2)[0]
+        w = (z - lo2).mul_(inv_r2).mul_(p)
+        if not self.plain:
+            carry = carry + (p * dp).sum(-1, keepdim=True)                # G
+        ds = (p * (inv_r2 * LOG2E)).add_(w).mul_(dp).sub_(p * delta)
+        return w, ds, carry
+
+    def row_grads(self, rows, delta, carry, qb, k, dq, dk, i, need_q, need_k):
+        """lo's and hi's gradients, each to the one key where it is reached."""
+        if self.plain:
+            return
+        _, lo2, hi2, lo_at, hi_at = rows
+        inv_r2, clamped = self.inverse_span(lo2, hi2)
+        inv_r = inv_r2 * LOG2E
+        g_lo = torch.where(clamped, -carry, delta - carry).mul_(inv_r).masked_fill_(lo2 >= 0, 0.0)
+        g_hi = (-delta * inv_r).masked_fill_((hi2 <= 0) | clamped, 0.0)
+        j = i + qb.shape[-2]
+        lk, d = k.shape[-2:]
+        first = torch.arange(0, lo_at.shape[0] * lo_at.shape[1] * lk, lk, device=k.device)
+        first = first.view(*lo_at.shape[:2], 1, 1)                      # row 0 of each (b, h)
+        for g, at in ((g_lo, lo_at), (g_hi, hi_at)):
+            index = (at + first).view(-1)
+            if need_q:
+                keys = k.reshape(-1, d).index_select(0, index)
+                dq[..., i:j, :] += g * keys.view(qb.shape)
+            if need_k:
+                dk.view(-1, d).index_add_(0, index, (g * qb).reshape(-1, d))
+
+
+def _kernel(kind: str, eps: float):
+    if kind == "softpick":
+        return Softpick(eps)
+    if kind == "signed_softmax":
+        return SignedSoftmax()
+    if kind in ("self_adjust", "self_adjust_plain"):
+        return SelfAdjust(plain=kind == "self_adjust_plain")
+    raise BlockedError(f"kind must be one of {ROW_KINDS}, got {kind!r}")
+
+
+def rows_attend(q, k, v, mask=None, *, kind: str, eps: float = 0.0, query_scale=None,
+                block_size: int | None = None, key_block: int | None = None,
+                recompute: bool | None = None) -> torch.Tensor:
+    """softpick (``eps``), the signed softmax or the self-adjust softmax (``kind``, one of
+    :data:`ROW_KINDS`) over the visible keys of ``s = (q * query_scale) k^T``, times v, blocked
+    with recompute (below the recompute length the tiles' weights are kept). ``query_scale``
+    as in blocked.py's ``softmax_attend``; inputs in bf16/fp16 run in fp32 and come back in
+    their dtype."""
+    kernel = _kernel(kind, eps)
+    dtype = compute_dtype(q, k, v)
+    scale = as_scale(query_scale, q, dtype)
+    tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
+                        recompute=recompute)
+    out = BlockedRows.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling, kernel)
+    return out.to(v.dtype)
+
+
+class BlockedEntropy(torch.autograd.Function):
+    """H_i of softmax over the visible keys of ``s = (q * scale) k^T`` (see
+    :func:`softmax_entropy`). Saves lse log2 e and H per row. Backward, p = e^{s - lse}:
+    dL/ds_ij = -dL/dH_i p_ij (ln p_ij + H_i)."""
+
+    @staticmethod
+    def forward(ctx, q, k, scale, tiling: Tiling):
+        bsz, heads, lq = q.shape[:3]
+        entropy, lse2 = q.new_empty(bsz, heads, lq, 1), q.new_empty(bsz, heads, lq, 1)
+        lowest = torch.finfo(q.dtype).min
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            m = l = u = None
+            for a, b, hidden in tiling.tiles(i, j, e):
+                s = hide(_logits2(qb, k, a, b), hidden, lowest)
+                top = _row_max(s)
+                m_new = top if m is None else torch.maximum(m, top)
+                p = hide((s - m_new).exp2_(), hidden, 0.0)
+                ps = (p * s).sum(-1, keepdim=True)
+                if m is None:
+                    l, u = p.sum(-1, keepdim=True), ps
+                else:
+                    alpha = (m - m_new).exp2_()
+                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
+                    u = u.mul_(alpha).add_(ps)
+                m = m_new
+            empty = l == 0
+            l = l.masked_fill(empty, 1.0)
+            block_lse2 = (m + l.log2()).masked_fill_(empty, 0.0)
+            lse2[..., i:j, :] = block_lse2
+            entropy[..., i:j, :] = (block_lse2 - u / l).masked_fill_(empty, 0.0).div_(LOG2E)
+        ctx.tiling = tiling
+        ctx.save_for_backward(q, k, scale, lse2, entropy)
+        return entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_entropy):
+        q, k, scale, lse2, entropy = ctx.saved_tensors
+        tiling = ctx.tiling
+        need_q, need_k, need_scale = ctx.needs_input_grad[:3]
+        need_qs = need_q or need_scale
+        dq, dk = torch.zeros_like(q), torch.zeros_like(k)
+        dscale = torch.zeros_like(scale) if need_scale else None
+        for i, j, e, qb in _blocks(q, scale, tiling):
+            lse_b, h_b, dh_b = lse2[..., i:j, :], entropy[..., i:j, :], d_entropy[..., i:j, :]
+            for a, b, hidden in tiling.tiles(i, j, e):
+                log_p2 = _logits2(qb, k, a, b).sub_(lse_b)
+                p = log_p2.exp2()
+                ds = log_p2.div_(LOG2E).add_(h_b).mul_(p).mul_(-dh_b)     # -dH p (ln p + H)
+                hide(ds, hidden, 0.0)
+                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
+            if need_qs:
+                scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        return dq if need_q else None, dk if need_k else None, dscale, None
+
+
+def softmax_entropy(q, k, mask=None, *, query_scale=None, block_size: int | None = None,
+                    key_block: int | None = None) -> torch.Tensor:
+    """H_i = -sum_{j in V_i} p_ij ln p_ij of p = softmax over the visible keys of
+    ``s = (q * query_scale) k^T``, (B, H, Lq, 1) in the compute dtype, 0 where a row sees no
+    key; q and k (and a tensor query_scale) get its gradient."""
+    dtype = compute_dtype(q, k)
+    scale = as_scale(query_scale, q, dtype)
+    tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block, recompute=True)
+    return BlockedEntropy.apply(q.to(dtype), k.to(dtype), scale, tiling)
+
+
+def entropy_scale(scale_of_entropy, q, k, mask=None, *, query_scale=None,
+                  block_size: int | None = None, key_block: int | None = None) -> torch.Tensor:
+    """``query_scale`` times ``scale_of_entropy(H)`` per row, H the row's
+    :func:`softmax_entropy` at ``query_scale``: (B, H, Lq, 1), with the gradient through H
+    that ``scale_of_entropy`` leaves (none where it detaches)."""
+    h = softmax_entropy(q, k, mask, query_scale=query_scale, block_size=block_size,
+                        key_block=key_block)
+    return as_scale(query_scale, q, h.dtype) * scale_of_entropy(h)
