@@ -109,7 +109,11 @@ METHOD = """\
   **What it rests on**: beside each scorer, its headline rank with each task left out (*overall
   rank if a task is left out*: not a rank on that task), and under the table each task's share of
   the spread of the headline across scorers (Cov(task value / K, headline) / Var(headline) over
-  K tasks; the shares sum to 1), and of the normalized score's.
+  K tasks; the shares sum to 1), and of the normalized score's. Equal weights bound what a task
+  can move (1/K), not how much of the spread it carries: a task where scorers split into those
+  that learn it and those that do not (at the cpu profile, icl_mqar within its step budget)
+  carries more of the spread than tasks where most scorers sit near {baseline}; a task above half
+  of it is named under the table with the measured spread of each task's values.
 - **Informative**: every headline metric must show {baseline} clearly better than the task's
   trivial predictor (the lower end of its 95% interval on the normalized scale at least its
   rule's margin, 0.1 where the rule names none); a metric where {baseline} is worse than the
