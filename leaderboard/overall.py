@@ -154,7 +154,8 @@ class _ProfileOverall:
         self.poi = {s: float(np.mean(list(v.values()))) if v else math.nan
                     for s, v in self.poi_of.items()}
         self.poi_replicates = {s: np.mean(list(v.values()), axis=0)
-                               for s, v in self.replicates.items() if v}
+                               for s, v in self.replicates.items()
+                               if v and set(v) == set(self.poi_of[s])}
 
     def _task_scores(self, task: str, metrics: list[str], norms: dict) -> dict[str, TaskScore]:
         scores = {}
@@ -188,6 +189,8 @@ class _ProfileOverall:
             if math.isnan(point):
                 continue
             self.poi_of[s][task] = point
+            if len(v.seeds) == 1:
+                continue   # one seed cannot be tested: no interval, tier or rank
             draw = (improvement.draws(len(v.seeds), self.profile, task, s) if v.seeds
                     else np.zeros((improvement.N_BOOT, 0), dtype=np.int64))
             self.replicates[s][task] = improvement.task_probability(v, base, effects, draw,

@@ -130,9 +130,9 @@ def test_page_in_chromium(site, browser, tmp_path):
     assert browser.find_element(By.ID, "filter-count").text == "7 scorers"
 
     # Sorting: numbers by their raw value (not the "mean [CI]" text), missing values last.
-    assert click_header("overall", "score [95% CI]") == "ascending"
+    assert click_header("overall", "normalized score [95% CI]") == "ascending"
     assert scorers_of("#overall tbody tr") == expected_order(overall, "score", False)
-    assert click_header("overall", "score [95% CI]") == "descending"
+    assert click_header("overall", "normalized score [95% CI]") == "descending"
     descending = expected_order(overall, "score", True)
     assert scorers_of("#overall tbody tr") == descending
     assert descending[0] == "ssa"
@@ -188,8 +188,8 @@ def test_page_in_chromium(site, browser, tmp_path):
     collect()
 
     browser.get(url + "/r1/index.html#overall")
-    assert click_header("overall", "score [95% CI]") == "ascending"
-    assert click_header("overall", "score [95% CI]") == "descending"
+    assert click_header("overall", "normalized score [95% CI]") == "ascending"
+    assert click_header("overall", "normalized score [95% CI]") == "descending"
     shot = tmp_path / "leaderboard.png"
     browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
