@@ -20,7 +20,9 @@ budget), and ``role``: what the setting is to the code that reads it (``"rate"``
 Building a settings object checks every field against its declaration (ints become floats for
 float fields, lists tuples for tuple fields), then :meth:`Settings.check`. :func:`build` makes one
 from a table of a profile and words every error in one form, naming the file, the table and the
-key. A plain dataclass gets the same checks through :func:`check_fields`.
+key. A plain dataclass gets the same checks through :func:`check_fields`. :func:`effective`
+gives the fields that change what runs: all but those :meth:`Settings.inert` names, so a setting
+added switched off leaves every existing table's identity as it was.
 """
 from __future__ import annotations
 
@@ -241,6 +243,18 @@ class Settings:
 
     def check(self) -> None:
         """Relations between fields; raise :class:`SettingError`. Subclasses extend it."""
+
+    def inert(self) -> tuple[str, ...]:
+        """The fields whose values change nothing, given the others (e.g. the settings of a mode
+        that is off). Subclasses extend it."""
+        return ()
+
+
+def effective(obj) -> dict[str, Any]:
+    """The fields of the dataclass ``obj`` as a dict (``dataclasses.asdict``), less those its
+    :meth:`Settings.inert` names (a plain dataclass: none)."""
+    inert = set(obj.inert()) if isinstance(obj, Settings) else set()
+    return {k: v for k, v in dataclasses.asdict(obj).items() if k not in inert}
 
 
 # ------------------------------------------------------------------------------- tables

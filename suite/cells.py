@@ -3,16 +3,17 @@
 ``expand`` turns a profile (and command-line selections) into the list of cells to run, in the
 order seed -> task -> scorer, so that a run stopped early holds complete paired comparisons for the
 first seeds. The task's config is resolved in full (defaults plus profile overrides), so a changed
-default changes the ``cell_id``.
+default changes the ``cell_id``; the fields a config calls inert (``Settings.inert``: the settings
+of a mode that is off) are left out, so adding such a mode changes no cell.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from leaderboard.schema import Cell, canonical_json
+from registry.settings import effective
 
 from .profiles import Profile, ProfileError
 
@@ -28,13 +29,13 @@ class PlannedCell:
 
 def resolve_config(task, overrides: dict[str, Any], source=lambda key: "overrides") -> dict:
     """The task's full config as a JSON object: its defaults with ``overrides`` applied, checked
-    by the task's Config declaration (:mod:`tasks.config`).
+    by the task's Config declaration (:mod:`tasks.config`), less its inert fields.
 
     ``source(key)`` says where an override came from, for error messages."""
     from tasks import TaskError
 
     try:
-        config = dataclasses.asdict(task.config(overrides, source=source))
+        config = effective(task.config(overrides, source=source))
     except TaskError as e:
         raise ProfileError(str(e)) from None
     try:

@@ -43,6 +43,7 @@ from .icl_training import (
     mean_of,
     predict,
     save_checkpoint,
+    stopping_of,
     train,
 )
 from .registry import register_task
@@ -165,7 +166,7 @@ class ICLLinear(Task):
         model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
         val = validation_data(cfg, seed)
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
-                    progress_total=total, validation=val)
+                    progress_total=total, validation=val, direction=self.validation.direction)
         grids: dict = {}
         groups, baselines, anchors = (({}, {}, {}) if ctx.sweep else
                                       evaluate(model, cfg, seed, log.final_points, grids))
@@ -178,14 +179,15 @@ class ICLLinear(Task):
             "validation": self.validation.block(log.validation, len(val.xs), log.curve),
             "train": {"steps": log.steps, "final_points": log.final_points,
                       "first_loss": log.first_loss, "last_loss": log.last_loss,
-                      "loss_curve": log.loss_curve, "parameters": model.num_parameters()},
+                      "loss_curve": log.loss_curve, "parameters": model.num_parameters(),
+                      **stopping_of(log)},
             "scorer_parameters": scorer_parameter_values(model),
         }
         checkpoint = save_checkpoint(model, ctx, "icl_linear")
         if checkpoint:
             extra["checkpoint"] = checkpoint
         ctx.report(total, total)
-        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=log.steps)
 
 
 def validation_data(cfg: LinearConfig, seed: int) -> ValidationData:

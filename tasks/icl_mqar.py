@@ -50,6 +50,7 @@ from .icl_training import (
     grid,
     mean_of,
     save_checkpoint,
+    stopping_of,
     train,
 )
 from .models.decoder import Decoder, DecoderConfig
@@ -264,7 +265,7 @@ class ICLMQAR(Task):
         val = validation_data(cfg, seed)
         log = train(model, cfg, training_sampler(cfg), query_loss,
                     generator(seed, "icl_mqar", "train"), ctx, progress_total=total,
-                    validation=val)
+                    validation=val, direction=self.validation.direction)
         grids: dict = {}
         items, chance = ({}, {}) if ctx.sweep else evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}
@@ -276,14 +277,15 @@ class ICLMQAR(Task):
                         for k in ("accuracy_id", "accuracy_longest") if k in chance},
             "train": {"steps": log.steps, "length": cfg.train_len, "pairs": list(cfg.train_pairs),
                       "first_loss": log.first_loss, "last_loss": log.last_loss,
-                      "loss_curve": log.loss_curve, "parameters": model.num_parameters()},
+                      "loss_curve": log.loss_curve, "parameters": model.num_parameters(),
+                      **stopping_of(log)},
             "scorer_parameters": scorer_parameter_values(model),
         }
         checkpoint = save_checkpoint(model, ctx, "icl_mqar")
         if checkpoint:
             extra["checkpoint"] = checkpoint
         ctx.report(total, total)
-        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=log.steps)
 
 
 def evaluate(model: TokenModel, cfg: MQARConfig, seed: int,

@@ -57,6 +57,7 @@ from .icl_training import (
     mean_of,
     predict,
     save_checkpoint,
+    stopping_of,
     train,
 )
 from .registry import register_task
@@ -214,19 +215,22 @@ class ICLQuantifiers(Task):
                  "paper_fixed_sequence": list(PAPER_FIXED),
                  "paper_variant_values": {str(k): v for k, v in PAPER_VARIANT.items()},
                  "train": {}, "scorer_parameters": {}, "checkpoints": {}}
-        curves, values, val_items = [], [], 0
+        curves, values, val_items, steps = [], [], 0, 0
         for i, q in enumerate(cfg.quantifiers):
             model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
             val = validation_data(cfg, q, seed)
             log = train(model, cfg, sample_sequences(q), bce_loss,
                         generator(seed, "icl_quantifiers", q, "train"), ctx,
-                        progress_offset=i * per_model, progress_total=total, validation=val)
+                        progress_offset=i * per_model, progress_total=total, validation=val,
+                        direction=self.validation.direction)
             curves.append(log.curve)
+            steps = max(steps, log.steps)
             values.append(log.validation)
             val_items += len(val.xs)
             extra["train"][q] = {"steps": log.steps, "final_points": log.final_points,
                                  "first_loss": log.first_loss, "last_loss": log.last_loss,
-                                 "loss_curve": log.loss_curve, "parameters": model.num_parameters()}
+                                 "loss_curve": log.loss_curve, "parameters": model.num_parameters(),
+                                 **stopping_of(log)}
             extra["scorer_parameters"].update(scorer_parameter_values(model, prefix=f"{q}."))
             checkpoint = save_checkpoint(model, ctx, f"icl_quantifiers_{q}")
             if checkpoint:
@@ -250,7 +254,7 @@ class ICLQuantifiers(Task):
         value = None if any(v is None for v in values) else sum(values) / len(values)
         extra["validation"] = self.validation.block(value, val_items, Curve.mean(curves))
         undefined_entropy_is_not_applicable(metrics, items, extra)
-        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=cfg.train_steps)
+        return TaskResult(metrics=metrics, grids=grids, items=items, extra=extra, step=steps)
 
 
 def validation_data(cfg: QuantifiersConfig, quantifier: str, seed: int) -> ValidationData:

@@ -13,6 +13,7 @@ import torch
 from .base import RunContext
 from .config import ConfigError, TaskConfig, setting
 from .models.icl import ICLModel, ICLModelConfig
+from .stopping import CONVERGED, STEPS, STOP_MODES, Plateau, due
 from .training import (Divergence, accumulated_backward, autocast, derive_seed, prepare_model,
                        row_share)
 from .validation import Curve
@@ -34,8 +35,13 @@ class ICLTaskConfig(TaskConfig):
     n_embd: int = setting(256, ge=1)
     n_positions: int = setting(256, ge=1)
     mlp: bool = True
-    # training: Adam, no weight decay, constant learning rate, fresh samples every step
+    # training: Adam, no weight decay, constant learning rate, fresh samples every step;
+    # train_steps steps, or at most that many under stop = "converged" (tasks/stopping.py)
     train_steps: int = setting(500_001, ge=1, role="steps")
+    stop: str = setting(STEPS, choices=STOP_MODES)
+    patience: int = setting(5, ge=1)
+    tolerance: float = setting(0.0, ge=0)
+    eval_every: int = setting(100, ge=1)
     batch_size: int = setting(64, ge=1)
     lr: float = setting(1e-4, gt=0, tunable=True, role="rate")
     # curriculum: T = min(curriculum_end, curriculum_start + curriculum_increment * (step // curriculum_every))
@@ -64,6 +70,13 @@ class ICLTaskConfig(TaskConfig):
         if self.curriculum_end > self.n_positions:
             raise ConfigError(f"curriculum_end={self.curriculum_end} exceeds n_positions="
                               f"{self.n_positions}; raise n_positions")
+        if self.stop == CONVERGED and self.train_steps < self.eval_every:
+            raise ConfigError(f"config key 'train_steps' (the cap under stop = {CONVERGED!r}) must "
+                              f"be >= eval_every={self.eval_every}, got {self.train_steps}",
+                              "train_steps")
+
+    def inert(self) -> tuple[str, ...]:
+        return ("stop", "patience", "tolerance", "eval_every") if self.stop == STEPS else ()
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
         return ICLModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
@@ -98,6 +111,12 @@ class Curriculum:
 
     def points(self, step: int) -> int:
         return min(self.end, self.start + self.increment * (step // self.every))
+
+    def last_growth(self) -> int:
+        """The first step at ``end`` points (0 when the curriculum never grows)."""
+        if self.increment == 0 or self.end <= self.start:
+            return 0
+        return -(-(self.end - self.start) // self.increment) * self.every
 
 
 def build_model(cfg: ICLTaskConfig, scorer: str, scorer_kwargs: dict, seed: int,
@@ -141,36 +160,121 @@ class ValidationData:
 
 @dataclass
 class TrainLog:
-    steps: int
+    steps: int                          # optimizer steps taken
     final_points: int
     loss_curve: dict  # {"step": [...], "loss": [...], "points": [...]} window means
     first_loss: float
     last_loss: float
     curve: Curve | None = None          # the validation metric during training
     validation: float | None = None     # the validation metric at the end, every sequence
+    stopping: dict | None = None        # stop = "converged": Plateau.block (tasks/stopping.py)
+
+
+class LossLog:
+    """The training losses: checked by the divergence rule every ``check_every`` steps (one host
+    sync each) and at ``last_step``, logged as means over windows of ``log_every`` steps."""
+
+    def __init__(self, cfg: ICLTaskConfig, check_every: int):
+        self.rule = Divergence(cfg.diverge_factor, context=f"lr={cfg.lr:g}")
+        self.lr = cfg.lr
+        self.check_every = check_every
+        self.log_every = max(1, cfg.train_steps // cfg.loss_log_points)
+        self.last_step = cfg.train_steps - 1
+        self.curve = {"step": [], "loss": [], "points": []}
+        self.window: list[float] = []
+        self.pending: list[tuple[int, int, torch.Tensor]] = []
+        self.first = None
+        self.last = math.nan
+
+    def add(self, step: int, points: int, loss: torch.Tensor) -> None:
+        self.pending.append((step, points, loss))
+        if len(self.pending) == self.check_every or step == self.last_step:
+            self.flush()
+
+    def flush(self) -> None:
+        values = torch.stack([p[2] for p in self.pending]).float().cpu().tolist() \
+            if self.pending else []
+        for (s, t, _), value in zip(self.pending, values):
+            if self.first is None:
+                self.first = value
+            self.rule.context = f" (T={t}, lr={self.lr:g})"
+            self.rule.check(s, value)
+            self.window.append(value)
+            self.last = value
+            if len(self.window) == self.log_every or s == self.last_step:
+                self.close_window(s, t)
+        self.pending = []
+
+    def close_window(self, step: int, points: int) -> None:
+        self.curve["step"].append(step + 1)
+        self.curve["loss"].append(sum(self.window) / len(self.window))
+        self.curve["points"].append(points)
+        self.window = []
+
+    def end(self, step: int, points: int) -> None:
+        """Check and log what training that stopped after ``step`` left pending."""
+        self.flush()
+        if self.window:
+            self.close_window(step, points)
+
+
+class BestState:
+    """Converged mode: the validation metric every ``eval_every`` steps on every validation
+    sequence, the rule of :class:`tasks.stopping.Plateau`, and a copy of the model state at its
+    best value. Training never stops before it has run a step at the curriculum's last length
+    (the validation sequences' length)."""
+
+    def __init__(self, cfg: ICLTaskConfig, validation: ValidationData, direction: str):
+        self.cfg, self.validation = cfg, validation
+        self.plateau = Plateau(direction, cfg.patience, cfg.tolerance)
+        self.grown = cfg.curriculum().last_growth() + 1
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def stop_after(self, steps_done: int, model: torch.nn.Module) -> bool:
+        """Evaluate when due; whether training stops here."""
+        if not due(steps_done, self.cfg.eval_every, self.cfg.train_steps):
+            return False
+        if self.plateau.observe(steps_done, self.validation.value(model)):
+            self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return self.plateau.done() and steps_done >= self.grown
+
+    def restore(self, model: torch.nn.Module) -> None:
+        if self.state is not None:
+            model.load_state_dict(self.state)
+
+    def block(self) -> dict:
+        return self.plateau.block(self.cfg.train_steps, self.cfg.eval_every,
+                                  len(self.validation.xs))
+
+
+def best_state(cfg: ICLTaskConfig, validation: ValidationData | None,
+               direction: str | None) -> BestState | None:
+    """The converged mode's tracker, or None under ``stop = "steps"``."""
+    if cfg.stop != CONVERGED:
+        return None
+    if validation is None or direction not in ("higher", "lower"):
+        raise ValueError(f"stop = {CONVERGED!r} needs validation data and the metric's direction")
+    return BestState(cfg, validation, direction)
 
 
 def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callable,
           gen: torch.Generator, ctx: RunContext, progress_offset: int = 0,
           progress_total: int | None = None,
-          validation: ValidationData | None = None) -> TrainLog:
+          validation: ValidationData | None = None, direction: str | None = None) -> TrainLog:
     """Adam on fresh batches ``sample(gen, batch_size, T) -> (xs, ys)``; raises TrainingFailure
     by the rule of :class:`tasks.training.Divergence` (reference: the first step's loss). With
-    ``validation``, the learning curve (on its subset) and the final validation metric."""
+    ``validation``, the learning curve (on its subset) and the final validation metric. Under
+    ``stop = "converged"`` (``validation`` and its metric's ``direction`` needed), training stops
+    by the rule of :mod:`tasks.stopping` and ends in the state of the best validation value."""
     device = next(model.parameters()).device
     curriculum = cfg.curriculum()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     check_every = 1 if device.type == "cpu" else 50  # a host sync per step costs little on CPU only
-    log_every = max(1, cfg.train_steps // cfg.loss_log_points)
     report_every = max(1, cfg.train_steps // 200)
     total = progress_total if progress_total is not None else cfg.train_steps
-    losses = {"step": [], "loss": [], "points": []}
-    window: list[float] = []
-    pending: list[tuple[int, int, torch.Tensor]] = []
-    first_loss = None
-    last_loss = math.nan
-    rule = Divergence(cfg.diverge_factor, context=f"lr={cfg.lr:g}")
+    losses = LossLog(cfg, check_every)
     curve = None if validation is None else Curve(cfg.train_steps, validation.subset_size())
+    best = best_state(cfg, validation, direction)
     model.train()
     for step in range(cfg.train_steps):
         points = curriculum.points(step)
@@ -183,32 +287,27 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
                 pred = model(xs[part], ys[part])
             return loss_fn(pred.float(), ys[part]) * row_share(part, len(xs))
 
-        loss = accumulated_backward(len(xs), ctx.accumulation, part_loss)
-        pending.append((step, points, loss))
-        if len(pending) == check_every or step == cfg.train_steps - 1:
-            values = torch.stack([p[2] for p in pending]).float().cpu().tolist()
-            for (s, t, _), value in zip(pending, values):
-                if first_loss is None:
-                    first_loss = value
-                rule.context = f" (T={t}, lr={cfg.lr:g})"
-                rule.check(s, value)
-                window.append(value)
-                last_loss = value
-                if len(window) == log_every or s == cfg.train_steps - 1:
-                    losses["step"].append(s + 1)
-                    losses["loss"].append(sum(window) / len(window))
-                    losses["points"].append(t)
-                    window = []
-            pending = []
+        losses.add(step, points, accumulated_backward(len(xs), ctx.accumulation, part_loss))
         opt.step()
         if curve is not None:
             curve.maybe(step + 1, lambda: validation.value(model, subset=True))
         if (step + 1) % report_every == 0 or step == cfg.train_steps - 1:
             ctx.report(progress_offset + step + 1, total)
+        if best is not None and best.stop_after(step + 1, model):
+            break
+    losses.end(step, curriculum.points(step))
+    if best is not None:
+        best.restore(model)
     model.eval()
-    return TrainLog(steps=cfg.train_steps, final_points=curriculum.points(cfg.train_steps - 1),
-                    loss_curve=losses, first_loss=first_loss, last_loss=last_loss, curve=curve,
-                    validation=None if validation is None else validation.value(model))
+    return TrainLog(steps=step + 1, final_points=curriculum.points(step),
+                    loss_curve=losses.curve, first_loss=losses.first, last_loss=losses.last,
+                    curve=curve, validation=None if validation is None else validation.value(model),
+                    stopping=None if best is None else best.block())
+
+
+def stopping_of(log: TrainLog) -> dict:
+    """The ``stopping`` entry of a model's ``extra["train"]`` block (none under ``stop = "steps"``)."""
+    return {} if log.stopping is None else {"stopping": log.stopping}
 
 
 @torch.no_grad()

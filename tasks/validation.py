@@ -84,9 +84,10 @@ class Curve:
 
     @staticmethod
     def mean(curves: list["Curve"]) -> "Curve":
-        """The pointwise mean of curves taken at the same steps (the quantifiers' two models)."""
+        """The pointwise mean of curves taken at the same steps (the quantifiers' two models),
+        over the steps every curve reached (a model may stop training early)."""
         out = Curve(0, sum(c.items for c in curves))
-        out.step = list(curves[0].step)
+        out.step = list(curves[0].step[:min(len(c.step) for c in curves)])
         for i in range(len(out.step)):
             values = [c.value[i] for c in curves]
             out.value.append(None if any(v is None for v in values)
