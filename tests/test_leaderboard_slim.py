@@ -98,6 +98,9 @@ def test_rebuild_writes_the_derived_files_again_from_the_results_alone(repo, tmp
     for name in ("results.csv", "overall.csv", "index.html"):
         assert rebuilt[name] == published[name], name
     assert cli.main(["publish", "--rebuild", "--out", str(copy)]) == 0      # the newest
+    (copy / "r1" / "index.html").unlink()
+    assert cli.main(["publish", "--rebuild", "all", "--out", str(copy)]) == 0
+    assert (copy / "r1" / "index.html").read_bytes() == published["index.html"]
     with pytest.raises(SystemExit, match="no release 'r9'"):
         cli.main(["publish", "--rebuild", "r9", "--out", str(copy)])
 

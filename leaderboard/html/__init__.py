@@ -75,10 +75,12 @@ def write_index(release_dir: Path, releases: list[tuple[str, str, dict]]) -> Pat
 
 
 def write_site(release_dir: str | Path,
-               scorers: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+               scorers: Mapping[str, Mapping[str, Any]] | None = None,
+               also: tuple[Path, ...] = ()) -> list[Path]:
     """Write ``index.html`` (and, given ``scorers``, ``scorers.json``) into a published release,
-    and re-render the ``index.html`` of every sibling release that has one, so that each page's
-    release selector lists every release. Returns the files written."""
+    and re-render the ``index.html`` of every sibling release that has one (and of the sibling
+    releases ``also``, pages or not), so that each page's release selector lists every release.
+    Returns the files written."""
     release_dir = Path(release_dir)
     if not has_results(release_dir):
         raise ReleaseError(f"{release_dir / RESULTS} does not exist; publish the release "
@@ -88,7 +90,8 @@ def write_site(release_dir: str | Path,
         written.append(write_scorers(release_dir, scorers))
     releases = list_releases(release_dir.parent)
     current = release_dir.resolve()
-    pages = {d.resolve() for d, _ in releases if d.resolve() == current or (d / INDEX).is_file()}
+    wanted = {current} | {Path(d).resolve() for d in also}
+    pages = {d.resolve() for d, _ in releases if d.resolve() in wanted or (d / INDEX).is_file()}
     links = [(d.name, f"../{d.name}/{INDEX if d.resolve() in pages else 'README.md'}", meta)
              for d, meta in releases]
     for d, _ in releases:

@@ -97,7 +97,7 @@ def rebuild(args) -> int:
     """``--rebuild [RELEASE]``: a release's derived files again from its results alone."""
     from pathlib import Path
 
-    from leaderboard.html import write_site
+    from leaderboard.html import write_scorers, write_site
     from leaderboard.records import RELEASES_SUBDIR
     from leaderboard.release import ReleaseError, list_releases, load_release, rebuild
 
@@ -119,10 +119,12 @@ def rebuild(args) -> int:
     try:
         for release_dir in targets:
             files = rebuild(release_dir)
-            print(f"rebuilt {release_dir}/ ({len(files)} files)")
             names = set(load_release(release_dir).rows["scorer_name"])
-            for page in write_site(release_dir, scorer_metadata(names)):
-                print(f"wrote {page}")
+            files.append(write_scorers(release_dir, scorer_metadata(names)))
+            print(f"rebuilt {release_dir}/ ({len(files)} files)")
+        # Every page at once, each with the release selector of every release.
+        for page in write_site(targets[0], also=tuple(targets)):
+            print(f"wrote {page}")
     except (ReleaseError, FileNotFoundError) as exc:
         raise SystemExit(f"scorebench publish --rebuild: {exc}") from None
     return 0
