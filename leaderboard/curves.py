@@ -142,7 +142,8 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
             lines.append(f"| {label} | {s['seeds']} | {_num(s['final'])} | "
                          f"{'–' if step is None else step} |")
         lines.append("")
-        lines += [f"![{key}: learning curves]({p})" for p in plots
-                  if Path(p).name.startswith("curves__" + key.replace("/", "-"))]
+        lines += [f"![{key}: learning curves]({p})\n\n*Learning curves of {key}: validation "
+                  f"{c['metric']} against training step, mean over seeds, one line per scorer.*"
+                  for p in plots if Path(p).name.startswith("curves__" + key.replace("/", "-"))]
         lines.append("")
     return "\n".join(lines)

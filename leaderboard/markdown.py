@@ -487,8 +487,30 @@ def header_lines(board) -> list[str]:
     ]
 
 
+def plot_caption(path: str) -> str:
+    """The caption under an embedded plot, from its file name."""
+    name = path.rsplit("/", 1)[-1].removesuffix(".png")
+    kind, _, rest = name.partition("__")
+    if kind == "normalized":
+        return (f"*Normalized headline scores of profile {rest}, scorer by task (colour: 1 = "
+                "best, 0 = worst); the numbers are in the tables above.*")
+    if kind == "curves":
+        return (f"*Learning curves of {rest}: validation metric against training step, mean over "
+                "seeds, one line per scorer.*")
+    return f"*{name}*"
+
+
 def plot_links(plots: list[str], prefix: str = "") -> list[str]:
-    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({prefix}{p})" for p in plots]
+    """Each plot embedded with its caption under it."""
+    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({prefix}{p})\n\n{plot_caption(p)}"
+            for p in plots]
+
+
+REBUILD_NOTE = ("Committed: this README, `results.json.gz` (every number below and all metrics, "
+                "as gzipped JSON) and the plots it embeds. `results.csv`, `overall.csv`, the "
+                "other plots (per-metric bars and grids, tuning), `index.html` and "
+                "`scorers.json` are rebuilt from `results.json.gz` alone: "
+                "`scorebench publish --rebuild {release} --out leaderboard/releases`.")
 
 
 def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) -> list[str]:
@@ -530,8 +552,7 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
 def release_readme(board, plots: list[str]) -> str:
     m = board.meta
     lines = [f"# scorebench leaderboard: {m['release']}", ""] + header_lines(board) + [""]
-    lines += ["Files: `results.json` (everything below, and all metrics), `results.csv` (one row "
-              "per profile, task, metric and scorer), `plots/`.", ""]
+    lines += [REBUILD_NOTE.format(release=m["release"]), ""]
     lines += board_sections(board, plots)
     if m.get("changes"):
         lines += [changes.markdown(m["changes"])]
@@ -610,8 +631,9 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
     lines += [f"- [{title}]({latest_link}#{_anchor(title)})" for title in (
         "Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS), "Failed and skipped cells",
         "Method")]
-    lines += [f"- [Plots]({latest_link}#plots)", "- The same numbers as a page: "
-              f"[index.html]({latest_link.rsplit('/', 1)[0]}/index.html) (`scorebench serve`)"]
+    lines += [f"- [Plots]({latest_link}#plots)", "- The same numbers as a page: index.html, "
+              f"rebuilt with `scorebench publish --rebuild {m['release']} --out "
+              "leaderboard/releases` (`scorebench serve`)"]
     lines += ["", "## Releases", ""]
     lines += [f"- [{meta['release']}]({link}): {meta['date_first']} to {meta['date_last']}, "
               f"{meta['n_used']} records" for meta, link in releases]

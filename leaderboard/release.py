@@ -1,5 +1,13 @@
-"""Releases: ``<releases>/<name>/`` holds README.md, results.json, results.csv, overall.csv and
+"""Releases: ``<releases>/<name>/`` holds README.md, results.json.gz, results.csv, overall.csv and
 plots/; the root LEADERBOARD.md shows the latest release and links every release.
+
+What a committed release keeps is what reproduces and reads it: README.md, results.json.gz (the
+Board's JSON, gzip with mtime 0 and a fixed level, so publishing twice gives the same bytes) and
+the plots the README embeds (:data:`COMMITTED_PLOTS`). The CSVs, the other plots, index.html and
+scorers.json are derived: ``leaderboard/releases/.gitignore`` ignores them and
+:func:`rebuild` (``scorebench publish --rebuild``) writes them again from results.json.gz alone.
+Every reader goes through :func:`read_results_text`, which also reads the plain results.json of
+a release written by an older version.
 
 A release is a pure function of its records: the Board goes through its JSON form before anything
 is rendered (so markdown, CSV, plots and any HTML view read the same numbers), nothing reads the
@@ -7,6 +15,7 @@ clock, and PNGs carry no software/date metadata. Publishing twice gives byte-ide
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -26,7 +35,13 @@ from .selection import split_superseded
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_RELEASES_DIR = Path("leaderboard") / "releases"
-OWNED_FILES = ("README.md", "results.json", "results.csv", "overall.csv")
+RESULTS = "results.json.gz"
+PLAIN_RESULTS = "results.json"      # a release written by an older version
+GZIP_LEVEL = 9
+OWNED_FILES = ("README.md", RESULTS, "results.csv", "overall.csv")
+# The plots a release commits and its README embeds (prefixes of plots/ file names): the
+# overall's normalized plot and the learning curves. The others are rebuilt on demand.
+COMMITTED_PLOTS = ("normalized__", "curves__")
 # Releases published before their records were committed (listed one per line in this file of
 # the releases directory): the reproduction check names them and passes.
 WITHOUT_RECORDS_FILE = "WITHOUT_RECORDS.txt"
@@ -76,25 +91,79 @@ def _csv(frame, columns: dict[str, str], path: Path) -> None:
     out.to_csv(path, index=False, lineterminator="\n")
 
 
+def results_path(release_dir: str | Path) -> Path:
+    """The results file of a release: results.json.gz, or the plain results.json of a release
+    written by an older version when only that exists."""
+    release_dir = Path(release_dir)
+    gz = release_dir / RESULTS
+    plain = release_dir / PLAIN_RESULTS
+    return plain if not gz.is_file() and plain.is_file() else gz
+
+
+def has_results(release_dir: str | Path) -> bool:
+    return results_path(release_dir).is_file()
+
+
+def read_results_text(release_dir: str | Path) -> str:
+    """The JSON text of a release's results (decompressed); every reader of a release reads it
+    here. ``FileNotFoundError`` when the release has neither file."""
+    path = results_path(release_dir)
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8")
+
+
+def read_results(release_dir: str | Path) -> dict:
+    """A release's results as parsed JSON."""
+    return json.loads(read_results_text(release_dir))
+
+
+def write_results(text: str, release_dir: str | Path) -> Path:
+    """``<release_dir>/results.json.gz``: ``text`` gzipped with mtime 0, no file name and level
+    :data:`GZIP_LEVEL`, so the same text gives the same bytes; a plain results.json beside it
+    (from an older version) is removed so that no reader sees two."""
+    release_dir = Path(release_dir)
+    path = release_dir / RESULTS
+    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=GZIP_LEVEL, mtime=0))
+    (release_dir / PLAIN_RESULTS).unlink(missing_ok=True)
+    return path
+
+
+def is_committed_plot(name: str) -> bool:
+    """Whether ``plots/<name>`` is one a release commits (and its README embeds)."""
+    return Path(name).name.startswith(COMMITTED_PLOTS)
+
+
+def write_derived(board: Board, release_dir: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """The derived files of a (canonical) board: the CSVs and every plot (``plots/`` replaced).
+    Returns (files, plots, the tuning and learning-curve plots among them)."""
+    plot_dir = release_dir / "plots"
+    if plot_dir.exists():
+        shutil.rmtree(plot_dir)
+    _csv(board.rows, FRAMES["rows"], release_dir / "results.csv")
+    _csv(board.overall, FRAMES["overall"], release_dir / "overall.csv")
+    files = [release_dir / "results.csv", release_dir / "overall.csv"]
+    plot_paths = plots.render_all(board, plot_dir)
+    extra_plots = (tuning.render(board.meta.get("tuning"), plot_dir)
+                   + curves.render(board.meta.get("curves"), plot_dir))
+    return files, plot_paths + extra_plots, extra_plots
+
+
 def write_release(board: Board, release_dir: Path) -> list[Path]:
     """Write a board's files into ``release_dir`` (its own files and ``plots/`` are replaced;
     other files there, e.g. a regression report or an HTML view, are left alone)."""
     release_dir.mkdir(parents=True, exist_ok=True)
-    plot_dir = release_dir / "plots"
-    if plot_dir.exists():
-        shutil.rmtree(plot_dir)
     board = canonical(board)
-    files = [release_dir / "results.json"]
-    files[0].write_text(board.to_json(), encoding="utf-8", newline="\n")
-    _csv(board.rows, FRAMES["rows"], release_dir / "results.csv")
-    _csv(board.overall, FRAMES["overall"], release_dir / "overall.csv")
-    files += [release_dir / "results.csv", release_dir / "overall.csv"]
-    plot_paths = plots.render_all(board, plot_dir)
-    extra_plots = (tuning.render(board.meta.get("tuning"), plot_dir)
-                   + curves.render(board.meta.get("curves"), plot_dir))
-    plot_paths += extra_plots
-    rel_plots = [p.relative_to(release_dir).as_posix() for p in plot_paths]
-    rel_extra = [p.relative_to(release_dir).as_posix() for p in extra_plots]
+    files = [write_results(board.to_json(), release_dir)]
+    derived, plot_paths, extra_plots = write_derived(board, release_dir)
+    files += derived
+    # The README embeds only the committed plots (the overall's normalized plot and the
+    # learning curves); the others are derived files, rebuilt by publish --rebuild.
+    rel_plots = [p.relative_to(release_dir).as_posix() for p in plot_paths
+                 if is_committed_plot(p.name)]
+    rel_extra = [p.relative_to(release_dir).as_posix() for p in extra_plots
+                 if is_committed_plot(p.name)]
     readme = release_dir / "README.md"
     text = markdown.release_readme(board, [p for p in rel_plots if p not in rel_extra])
     sections = [tuning.markdown(board.meta.get("tuning"), rel_extra),
@@ -104,14 +173,24 @@ def write_release(board: Board, release_dir: Path) -> list[Path]:
     return [readme, *files, *plot_paths]
 
 
+def rebuild(release_dir: str | Path) -> list[Path]:
+    """Write a release's derived files (results.csv, overall.csv, every plot) again from its
+    results alone (no records); README.md and results.json.gz are left as they are. Returns the
+    files written."""
+    release_dir = Path(release_dir)
+    board = load_release(release_dir)
+    files, plot_paths, _ = write_derived(board, release_dir)
+    return files + plot_paths
+
+
 def load_release(release_dir: str | Path) -> Board:
-    path = Path(release_dir) / "results.json"
+    path = results_path(release_dir)
     try:
-        return Board.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        return Board.from_dict(json.loads(read_results_text(release_dir)))
     except FileNotFoundError:
         raise ReleaseError(f"{path} does not exist; publish the release first "
                            "(scorebench publish)") from None
-    except (json.JSONDecodeError, ValueError) as exc:
+    except (json.JSONDecodeError, ValueError, OSError, EOFError) as exc:
         raise ReleaseError(f"{path}: not a readable leaderboard results.json: {exc}") from None
 
 
@@ -122,12 +201,14 @@ def list_releases(releases_dir: str | Path) -> list[tuple[Path, dict]]:
     root = Path(releases_dir)
     if not root.is_dir():
         return []
-    for results in sorted(root.glob("*/results.json")):
-        try:
-            meta = json.loads(results.read_text(encoding="utf-8"))["meta"]
-        except (OSError, ValueError, KeyError, TypeError):
+    for release_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not has_results(release_dir):
             continue
-        found.append((results.parent, meta))
+        try:
+            meta = read_results(release_dir)["meta"]
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            continue
+        found.append((release_dir, meta))
     found.sort(key=lambda item: (item[1].get("date_last", ""), item[1].get("finished_last", ""),
                                  item[0].name), reverse=True)
     return found
@@ -256,10 +337,10 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
 
 
 def earlier_release(releases_dir: str | Path, name: str) -> dict:
-    """The results.json of the release ``name`` in ``releases_dir``."""
-    path = Path(releases_dir) / check_release_name(name) / "results.json"
+    """The results of the release ``name`` in ``releases_dir`` (parsed)."""
+    path = results_path(Path(releases_dir) / check_release_name(name))
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_results(path.parent)
     except FileNotFoundError:
         raise ReleaseError(f"{path} does not exist; name a release of {releases_dir} to compare "
                            "with") from None
@@ -293,17 +374,17 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
     if release is None:
         found = list_releases(releases_dir)
         if not found:
-            raise ReleaseError(f"{releases_dir} holds no release (no */results.json); publish "
+            raise ReleaseError(f"{releases_dir} holds no release (no */results.json.gz); publish "
                                "one first or pass --out DIR")
         release = found[0][0].name
-    path = Path(releases_dir) / check_release_name(release) / "results.json"
+    path = results_path(Path(releases_dir) / check_release_name(release))
     if release in releases_without_records(releases_dir):
         return Reproduction(release, True,
                             f"release {release} was published before its records were "
                             f"committed ({Path(releases_dir) / WITHOUT_RECORDS_FILE}); nothing "
                             "to reproduce")
     try:
-        committed = path.read_text(encoding="utf-8")
+        committed = read_results_text(path.parent)
         meta = json.loads(committed)["meta"]
     except FileNotFoundError:
         raise ReleaseError(f"{path} does not exist; name a published release") from None

@@ -267,6 +267,6 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
         lines.append("")
         mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
         lines += [f"![{task}: validation metric against learning rate]({p})" for p in mine]
-        lines.append("")
+        lines += [""] if mine else []
     return "\n".join(lines)
 

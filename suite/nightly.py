@@ -36,10 +36,12 @@ def release_name(date: str | None = None) -> str:
 
 
 def earlier_nightlies(releases_dir: str | Path, current: str) -> list[Path]:
-    """The nightly releases older than ``current`` that have a results.json, oldest first."""
+    """The nightly releases older than ``current`` that have results (results.json.gz), oldest first."""
     root = Path(releases_dir)
-    return sorted(p.parent for p in root.glob(f"{NIGHTLY_PREFIX}*/results.json")
-                  if NIGHTLY_NAME.match(p.parent.name) and p.parent.name < current)
+    from leaderboard.release import has_results
+
+    return sorted(p for p in root.glob(f"{NIGHTLY_PREFIX}*")
+                  if NIGHTLY_NAME.match(p.name) and p.name < current and has_results(p))
 
 
 def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:

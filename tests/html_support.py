@@ -179,8 +179,9 @@ def add_claims(release_dir: Path) -> list[dict]:
 
     from leaderboard.html import write_site
 
-    path = Path(release_dir) / "results.json"
-    data = json.loads(path.read_text())
+    from leaderboard.release import read_results, write_results
+
+    data = read_results(release_dir)
     base = {"source": "paper.pdf §4", "profile": "cpu", "baseline": "softmax",
             "task": "icl_linear", "metric": "error", "direction": "lower",
             "test": "paired bootstrap", "n_seeds": 3, "paper": "−3% error"}
@@ -194,6 +195,6 @@ def add_claims(release_dir: Path) -> list[dict]:
         {**base, "id": f"{XSS}-1", "claim": XSS, "scorer": XSS, "verdict": "not run",
          "effect": None, "ci_low": None, "ci_high": None, "p": None, "detectable": None},
     ]
-    path.write_text(json.dumps(data))
+    write_results(json.dumps(data), release_dir)
     write_site(release_dir)
     return data["claims"]

@@ -15,6 +15,7 @@ import pytest
 
 from scorers import registry as scorer_registry
 from suite.cli import main
+from leaderboard.release import read_results
 from tasks import registry as task_registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,9 +86,9 @@ def test_a_plugin_scorer_joins_the_board_paired_with_its_baseline_seeds(tmp_path
     reports = [r for r in records if r["cell"].get("role") != "sweep"]
     assert len(sweeps) >= 3 * 2 and sorted(r["cell"]["seed"] for r in reports) == [0, 1, 2]
     assert all(r["tuning"]["point"] for r in reports)
-    release = json.loads((results / "releases" / "r1+softmax_half" / "results.json").read_text())
+    release = read_results(results / "releases" / "r1+softmax_half")
     rows = {r["scorer"]: r for r in release["rows"] if r["metric"] == "score"}
-    committed = json.loads((board / "releases" / "r1" / "results.json").read_text())
+    committed = read_results(board / "releases" / "r1")
     baseline = next(r for r in committed["rows"] if r["metric"] == "score")
     assert rows["softmax"]["values"] == baseline["values"]
     assert rows["softmax_half"]["n_paired"] == 3 and rows["softmax_half"]["seeds"] == [0, 1, 2]

@@ -26,6 +26,7 @@ from html_support import (
 
 from scorers.registry import scoped
 from suite.commands.serve import make_server
+from leaderboard.release import read_results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -114,7 +115,7 @@ def test_page_in_chromium(site, browser, tmp_path):
         button.click()
         return button.find_element(By.XPATH, "..").get_attribute("aria-sort")
 
-    results = json.loads((base / "releases" / "r1" / "results.json").read_text())
+    results = read_results(base / "releases" / "r1")
     overall = results["overall"]
 
     browser.get(url + "/")

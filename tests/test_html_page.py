@@ -27,7 +27,8 @@ from leaderboard.html.markup import code_text
 from leaderboard.html.numbers import decimals, number_format
 from leaderboard.html.tables import field_column
 from scorers.registry import scoped
-from leaderboard.release import ReleaseError
+from leaderboard.release import ReleaseError, read_results
+from leaderboard.release import write_results as write_release_results
 
 # Columns whose text is the README's; the numbers with an interval are compared by value.
 OVERALL_COLUMNS = ["tier", "scorer", "rank", "tasks", "tier-1 tasks", "failed cells"]
@@ -69,7 +70,7 @@ def check_interval(text: str, mean: float, lo: float, hi: float) -> None:
 
 def test_page_shows_the_readme_numbers(site):
     readme = markdown_tables((site / "releases" / "r1" / "README.md").read_text())
-    results = json.loads((site / "releases" / "r1" / "results.json").read_text())
+    results = read_results(site / "releases" / "r1")
     _, parsed = page(site)
 
     md_overall = {r["scorer"]: r for r in readme["Overall"]}
@@ -124,7 +125,7 @@ def test_page_shows_the_readme_numbers(site):
 
 
 def test_track_table_has_scorers_as_rows_and_headline_metrics_as_columns(site):
-    results = json.loads((site / "releases" / "r1" / "results.json").read_text())
+    results = read_results(site / "releases" / "r1")
     text, parsed = page(site)
     heads = [t for t in parsed.in_section("track-icl") if t["caption"].startswith("Headline")]
     assert len(heads) == 1
@@ -205,15 +206,15 @@ def test_number_format_is_fixed_per_column():
 def test_claims_tab_and_extra_fields(site, tmp_path):
     release = tmp_path / "claimed"
     shutil.copytree(site / "releases" / "r1", release)
-    data = json.loads((release / "results.json").read_text())
+    data = read_results(release)
     assert "claims" not in data and 'id="claims"' not in (release / INDEX).read_text()
     add_claims(release)
-    data = json.loads((release / "results.json").read_text())
+    data = read_results(release)
     for r in data["rows"]:
         r["win_rate"] = 0.5 if r["scorer"] == "softmax" else 0.25
     for r in data["overall"]:
         r["mean_win_rate"] = 0.125
-    (release / "results.json").write_text(json.dumps(data))
+    write_release_results(json.dumps(data), release)
     write_index(release, [("claimed", "../claimed/index.html", data["meta"])])
     text = (release / INDEX).read_text()
     parsed = PageTables(text)
@@ -337,11 +338,11 @@ def test_write_site_errors(tmp_path):
 def test_problems_have_one_wording(site, tmp_path):
     release = tmp_path / "problems"
     shutil.copytree(site / "releases" / "r1", release)
-    data = json.loads((release / "results.json").read_text())
+    data = read_results(release)
     data["problems"] = [{"path": "a/b/1.json", "reason": "items 'x' left out", "skipped": False},
                         {"path": "a/b/1.json", "reason": "items 'y' left out", "skipped": False},
                         {"path": "a/c/2.json", "reason": "not JSON", "skipped": True}]
-    (release / "results.json").write_text(json.dumps(data))
+    write_release_results(json.dumps(data), release)
     write_index(release, [("problems", "../problems/index.html", data["meta"])])
     text = (release / INDEX).read_text()
     summary = "3 problems in 2 record files (2 partly used, 1 skipped)"

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from leaderboard.changes import changes, markdown
+from leaderboard.release import read_results
 
 
 def row(task, metric, scorer, verdict="n.s.", tier=1):
@@ -106,13 +107,13 @@ def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path,
     assert cli("publish", "--results", records, "--release", "r1", "--out", out) == 0
     assert cli("publish", "--results", records, "--release", "r2", "--out", out,
                "--changes-since", "r1") == 0
-    meta = json.loads((out / "r2" / "results.json").read_text())["meta"]
+    meta = read_results(out / "r2")["meta"]
     (task,) = meta["changes"]["tasks"]
     assert meta["changes"]["against"] == "r1" and task["compared"] > 0
     assert task["verdicts"] == [] and task["tiers"] == []
     assert "## What changed since r1" in (out / "r2" / "README.md").read_text()
     assert cli("publish", "--check", "--results", records, "--out", out, "--release", "r2") == 0
-    with pytest.raises(SystemExit, match="r0/results.json does not exist"):
+    with pytest.raises(SystemExit, match="r0/results.json.gz does not exist"):
         cli("publish", "--results", records, "--release", "r3", "--out", out,
             "--changes-since", "r0")
 
@@ -127,7 +128,7 @@ def test_tuned_records_supersede_the_untuned_records_of_their_task(tmp_path, mon
     assert cli("run", "--plugin", TASKS, "--profile", prof, "--scorers", "softmax",
                "--results", records) == 0
     assert cli("publish", "--results", records, "--release", "r", "--allow-dirty") == 0
-    release = json.loads((records / "releases" / "r" / "results.json").read_text())
+    release = read_results(records / "releases" / "r")
     assert {(r["profile"], r["scorer"]) for r in release["rows"]} == {("p", "softmax")}
     assert [(s["scorer"], s["n_cells"], s["reason"].split(":")[0])
             for s in release["superseded"]] == [("softmax", 3, "untuned"),

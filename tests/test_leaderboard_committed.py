@@ -36,7 +36,7 @@ def test_publish_without_out_writes_next_to_the_results(tmp_path, monkeypatch, c
         assert cli.main(["publish", "--release", "smoke", "--bootstrap", str(N_BOOT)]) == 0
         assert "release smoke: 6 records used of 6 files, 0 superseded, 0 problem(s)" in \
             capsys.readouterr().out
-    assert (tmp_path / "results" / "releases" / "smoke" / "results.json").is_file()
+    assert (tmp_path / "results" / "releases" / "smoke" / "results.json.gz").is_file()
     index = (tmp_path / "results" / "LEADERBOARD.md").read_text()
     assert "(releases/smoke/README.md)" in index
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
@@ -184,13 +184,14 @@ def test_check_tells_last_digit_arithmetic_from_a_real_change(tmp_path, capsys):
     records = populate_and_return(tmp_path / "records")
     releases = tmp_path / "leaderboard" / "releases"
     publish(records, "r1", releases, n_boot=N_BOOT)
-    path = releases / "r1" / "results.json"
-    pristine = json.loads(path.read_text())
+    from leaderboard.release import read_results, write_results
+
+    pristine = read_results(releases / "r1")
     for rel, expected, message in ((1e-13, 0, "differ in their last digits"),
                                    (1e-6, 1, "The records are the same, so the arithmetic")):
         data = json.loads(json.dumps(pristine))
         data["rows"][0]["ci_low"] *= 1 + rel
-        path.write_text(json.dumps(data, indent=1))
+        write_results(json.dumps(data, indent=1), releases / "r1")
         capsys.readouterr()
         assert check(records, releases) == expected
         out = capsys.readouterr().out

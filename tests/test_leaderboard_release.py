@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from leaderboard.release import ReleaseError, list_releases, load_release, publish
+from leaderboard.release import ReleaseError, list_releases, load_release, publish, read_results
 from leaderboard_fakes import make_record, populate, write_raw, write_record
 from suite import cli
 
@@ -43,7 +43,7 @@ def published(results, tmp_path_factory):
 def test_release_files_and_contents(published):
     base, first = published
     release = base / "leaderboard" / "releases" / "r1"
-    assert {"README.md", "results.json", "results.csv", "overall.csv",
+    assert {"README.md", "results.json.gz", "results.csv", "overall.csv",
             "plots/normalized__cpu.png", "plots/bars__cpu__icl_linear__error.png",
             "plots/grid__cpu__icl_linear__ood_error.png"} <= set(digests(release))
     assert first.leaderboard_md == base / "LEADERBOARD.md"
@@ -53,7 +53,7 @@ def test_release_files_and_contents(published):
     assert "scorer ssa v0 < v1" in readme
     for track in ("In-context learning (ICL)", "Decoder LM", "Encoder LM", "Probes", "Cost"):
         assert f"## {track}" in readme
-    data = json.loads((release / "results.json").read_text())
+    data = read_results(release)
     assert data["meta"]["release"] == "r1" and data["meta"]["n_superseded"] == 1
     header = (release / "results.csv").read_text().splitlines()[0].split(",")
     assert header[:5] == ["profile", "track", "task", "task_version", "metric"]

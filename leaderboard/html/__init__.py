@@ -1,6 +1,6 @@
 """The leaderboard as a static web page: ``<release>/index.html`` beside each release.
 
-The page is rendered from the release's ``results.json`` (the canonical Board the README is
+The page is rendered from the release's ``results.json.gz`` (the canonical Board the README is
 rendered from): the overall table, one tab per track (one table per profile with scorers as rows
 and headline metrics as columns, secondary metrics and the per-metric statistics one click away),
 the claims when results.json has them, failed cells, the plots grouped by track, the scorers'
@@ -33,7 +33,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..release import ReleaseError, list_releases, load_release, plot_order
+from ..release import (RESULTS, ReleaseError, has_results, list_releases, load_release,
+                       plot_order, read_results)
 from .page import render_page
 from .scorers import SCORER_FIELDS
 
@@ -61,10 +62,10 @@ def write_scorers(release_dir: Path, scorers: Mapping[str, Mapping[str, Any]]) -
 
 
 def write_index(release_dir: Path, releases: list[tuple[str, str, dict]]) -> Path:
-    """Render ``<release_dir>/index.html`` from its results.json, scorers.json and plots/."""
+    """Render ``<release_dir>/index.html`` from its results, scorers.json and plots/."""
     release_dir = Path(release_dir)
     load_release(release_dir)  # a clear error for a missing or unreadable results.json
-    data = json.loads((release_dir / "results.json").read_text(encoding="utf-8"))
+    data = read_results(release_dir)
     plot_files = plot_order(sorted(p.relative_to(release_dir).as_posix()
                                     for p in (release_dir / "plots").glob("*.png")))
     path = release_dir / INDEX
@@ -74,20 +75,23 @@ def write_index(release_dir: Path, releases: list[tuple[str, str, dict]]) -> Pat
 
 
 def write_site(release_dir: str | Path,
-               scorers: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+               scorers: Mapping[str, Mapping[str, Any]] | None = None,
+               also: tuple[Path, ...] = ()) -> list[Path]:
     """Write ``index.html`` (and, given ``scorers``, ``scorers.json``) into a published release,
-    and re-render the ``index.html`` of every sibling release that has one, so that each page's
-    release selector lists every release. Returns the files written."""
+    and re-render the ``index.html`` of every sibling release that has one (and of the sibling
+    releases ``also``, pages or not), so that each page's release selector lists every release.
+    Returns the files written."""
     release_dir = Path(release_dir)
-    if not (release_dir / "results.json").is_file():
-        raise ReleaseError(f"{release_dir / 'results.json'} does not exist; publish the release "
+    if not has_results(release_dir):
+        raise ReleaseError(f"{release_dir / RESULTS} does not exist; publish the release "
                            "before writing its page (scorebench publish --html)")
     written = []
     if scorers is not None:
         written.append(write_scorers(release_dir, scorers))
     releases = list_releases(release_dir.parent)
     current = release_dir.resolve()
-    pages = {d.resolve() for d, _ in releases if d.resolve() == current or (d / INDEX).is_file()}
+    wanted = {current} | {Path(d).resolve() for d in also}
+    pages = {d.resolve() for d, _ in releases if d.resolve() in wanted or (d / INDEX).is_file()}
     links = [(d.name, f"../{d.name}/{INDEX if d.resolve() in pages else 'README.md'}", meta)
              for d, meta in releases]
     for d, _ in releases:

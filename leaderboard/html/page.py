@@ -40,7 +40,7 @@ def render(page: PageData) -> str:
         title=esc(f"scorebench leaderboard: {page.meta['release']}"),
         style=_static("leaderboard.css"), script=_static("leaderboard.js"),
         header=header(page), nav=nav + "\n", main=main + "\n",
-        footer=esc("Rendered by scorebench from results.json, the same data as README.md."))
+        footer=esc("Rendered by scorebench from results.json.gz, the same data as README.md."))
 
 
 def header(page: PageData) -> Markup:
@@ -66,7 +66,7 @@ def header(page: PageData) -> Markup:
         f"Baseline for paired tests: {m['baseline']}; α = {m['alpha']}",
     ]
     files = concat((tag("a", name, href=name) for name in
-                    ("README.md", "results.json", "results.csv", "overall.csv")), ", ")
+                    ("README.md", "results.json.gz", "results.csv", "overall.csv")), ", ")
     return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), controls,
                    tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
                    tag("p", "Files: ", files, " (README.md describes the method)."),

@@ -6,9 +6,11 @@ def register(sub, common):
     p = sub.add_parser(
         "publish", parents=[common], help="aggregate records into a leaderboard release",
         description="Aggregate every record under the results directory into "
-                    "<out>/<release>/ (README.md, results.json, results.csv, overall.csv, plots/; "
-                    "with --html also index.html) and refresh LEADERBOARD.md. Publishing the "
-                    "same records twice gives byte-identical files. The committed board: "
+                    "<out>/<release>/ (README.md, results.json.gz, results.csv, overall.csv, "
+                    "plots/; with --html also index.html) and refresh LEADERBOARD.md. Publishing the "
+                    "same records twice gives byte-identical files. A committed release keeps "
+                    "README.md, results.json.gz and the plots its README embeds; --rebuild "
+                    "writes the rest again from results.json.gz. The committed board: "
                     "scorebench publish --results leaderboard/records --release NAME "
                     "--out leaderboard/releases --leaderboard LEADERBOARD.md --html")
     p.add_argument("--results", default="results", metavar="DIR",
@@ -29,8 +31,12 @@ def register(sub, common):
                         "leaderboard/releases directory (local experiments only)")
     p.add_argument("--check", action="store_true",
                    help="write nothing: republish --release (default the newest in --out) from "
-                        "--results in memory and compare with its committed results.json byte "
-                        "for byte; exit 1 if they differ")
+                        "--results in memory and compare with its committed results (the "
+                        "decompressed results.json.gz) byte for byte; exit 1 if they differ")
+    p.add_argument("--rebuild", nargs="?", const="", default=None, metavar="RELEASE",
+                   help="write the derived files of RELEASE in --out (default the newest; 'all': "
+                        "every release) again from its results.json.gz alone, no records: "
+                        "results.csv, overall.csv, every plot, index.html and scorers.json")
     p.add_argument("--baseline", default="softmax", metavar="SCORER",
                    help="the scorer every other one is compared with (default softmax)")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
@@ -54,6 +60,8 @@ def run(args) -> int:
 
     if args.check:
         return check(args)
+    if args.rebuild is not None:
+        return rebuild(args)
     kwargs = {"baseline": args.baseline}
     if args.bootstrap is not None:
         if args.bootstrap < 100:
@@ -83,3 +91,40 @@ def check(args) -> int:
         raise SystemExit(f"scorebench publish --check: {exc}") from None
     print(outcome.message)
     return 0 if outcome.ok else 1
+
+
+def rebuild(args) -> int:
+    """``--rebuild [RELEASE]``: a release's derived files again from its results alone."""
+    from pathlib import Path
+
+    from leaderboard.html import write_scorers, write_site
+    from leaderboard.records import RELEASES_SUBDIR
+    from leaderboard.release import ReleaseError, list_releases, load_release, rebuild
+
+    from ..publishing import scorer_metadata
+
+    out = Path(args.out if args.out is not None else Path(args.results) / RELEASES_SUBDIR)
+    found = [d for d, _ in list_releases(out)]
+    if not found:
+        raise SystemExit(f"scorebench publish --rebuild: {out} holds no release "
+                         "(no */results.json.gz)")
+    if args.rebuild == "all":
+        targets = found
+    else:
+        name = args.rebuild or found[0].name
+        targets = [d for d in found if d.name == name]
+        if not targets:
+            raise SystemExit(f"scorebench publish --rebuild: no release {name!r} in {out}; "
+                             f"releases: {', '.join(d.name for d in found)}")
+    try:
+        for release_dir in targets:
+            files = rebuild(release_dir)
+            names = set(load_release(release_dir).rows["scorer_name"])
+            files.append(write_scorers(release_dir, scorer_metadata(names)))
+            print(f"rebuilt {release_dir}/ ({len(files)} files)")
+        # Every page at once, each with the release selector of every release.
+        for page in write_site(targets[0], also=tuple(targets)):
+            print(f"wrote {page}")
+    except (ReleaseError, FileNotFoundError) as exc:
+        raise SystemExit(f"scorebench publish --rebuild: {exc}") from None
+    return 0
