@@ -15,7 +15,6 @@ clock, and PNGs carry no software/date metadata. Publishing twice gives byte-ide
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -23,21 +22,20 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .choice import SELECTION_RULE
-
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import aggregate
 from .board import FRAMES, Board
 from .changes import changes as changes_since
+from .choice import SELECTION_RULE
 from .compare import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
+from .schema import gzip_bytes, read_record_text
 from .selection import split_superseded
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 DEFAULT_RELEASES_DIR = Path("leaderboard") / "releases"
 RESULTS = "results.json.gz"
 PLAIN_RESULTS = "results.json"      # a release written by an older version
-GZIP_LEVEL = 9
 OWNED_FILES = ("README.md", RESULTS, "results.csv", "overall.csv")
 # The plots a release commits and its README embeds (prefixes of plots/ file names): the
 # overall's normalized plot and the learning curves. The others are rebuilt on demand.
@@ -107,11 +105,7 @@ def has_results(release_dir: str | Path) -> bool:
 def read_results_text(release_dir: str | Path) -> str:
     """The JSON text of a release's results (decompressed); every reader of a release reads it
     here. ``FileNotFoundError`` when the release has neither file."""
-    path = results_path(release_dir)
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
+    return read_record_text(results_path(release_dir))
 
 
 def read_results(release_dir: str | Path) -> dict:
@@ -120,12 +114,12 @@ def read_results(release_dir: str | Path) -> dict:
 
 
 def write_results(text: str, release_dir: str | Path) -> Path:
-    """``<release_dir>/results.json.gz``: ``text`` gzipped with mtime 0, no file name and level
-    :data:`GZIP_LEVEL`, so the same text gives the same bytes; a plain results.json beside it
-    (from an older version) is removed so that no reader sees two."""
+    """``<release_dir>/results.json.gz``: ``text`` gzipped with no timestamp or file name, so the
+    same text gives the same bytes; a plain results.json beside it (from an older version) is
+    removed so that no reader sees two."""
     release_dir = Path(release_dir)
     path = release_dir / RESULTS
-    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=GZIP_LEVEL, mtime=0))
+    path.write_bytes(gzip_bytes(text))
     (release_dir / PLAIN_RESULTS).unlink(missing_ok=True)
     return path
 
