@@ -13,6 +13,8 @@ from collections import defaultdict
 
 from scipy import stats as scipy_stats
 
+from .stats import tolerance
+
 Key = tuple[str, str, str, str]     # profile, task, metric, scorer
 
 
@@ -59,7 +61,7 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
 def _changed(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return (a is None) != (b is None)
-    return abs(a - b) > 1e-9 * max(1.0, abs(a), abs(b))
+    return abs(a - b) > tolerance(a, b)
 
 
 def verdict_rule(a: dict, b: dict) -> str:

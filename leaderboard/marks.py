@@ -20,12 +20,12 @@ LEGEND = (f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance
           "baseline's informativeness uses).")
 
 
-def _missing(x: Any) -> bool:
+def missing(x: Any) -> bool:
     return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
 def outside_mark(z: Any) -> str:
-    if _missing(z):
+    if missing(z):
         return ""
     return BELOW_FLOOR if z < 0 else ABOVE_CEILING if z > 1 else ""
 
@@ -33,7 +33,7 @@ def outside_mark(z: Any) -> str:
 def normalized_text(row: dict) -> str:
     """A row's mean normalized score, unclipped, with its mark ('n/a' without anchors)."""
     z = row.get("normalized")
-    if _missing(z):
+    if missing(z):
         return "n/a"
     mark = outside_mark(z)
     return f"{z:.3f}" + (f" {mark}" if mark else "")
@@ -107,7 +107,7 @@ def _dominant_task_line(profile: str, task_row: dict, rows: list[dict], board) -
     more than the others' (each task's weight is 1/K; its reach is not its spread)."""
     values: dict[str, list[float]] = {r["task"]: [] for r in rows}
     for r in board.task_scores.to_dict(orient="records"):
-        if r["profile"] == profile and r["task"] in values and not _missing(r.get("poi")):
+        if r["profile"] == profile and r["task"] in values and not missing(r.get("poi")):
             values[r["task"]].append(r["poi"])
     spread = {t: float(np.std(v)) for t, v in values.items() if v}
     others = ", ".join(f"{t} {sd:.2f}" for t, sd in sorted(spread.items())
@@ -129,13 +129,13 @@ def rests_on_lines(board) -> list[str]:
     out = []
     for profile, rows in sorted(by_profile.items()):
         parts = [f"{r['task']} ({', '.join(r['metrics'] or [])}) "
-                 + ("n/a" if _missing(r["share"]) else f"{r['share']:.0%}")
-                 + ("" if _missing(r.get("score_share")) else
+                 + ("n/a" if missing(r["share"]) else f"{r['share']:.0%}")
+                 + ("" if missing(r.get("score_share")) else
                     f" (normalized score: {r['score_share']:.0%})") for r in rows]
         out.append(f"The overall ({profile}) rests on: {'; '.join(parts)} of its headline's "
                    "spread across scorers (each task's share of its variance)")
         out += [_dominant_task_line(profile, r, rows, board) for r in rows
-                if not _missing(r["share"]) and r["share"] > DOMINANT_SHARE]
+                if not missing(r["share"]) and r["share"] > DOMINANT_SHARE]
     return out
 
 

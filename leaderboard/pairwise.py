@@ -18,6 +18,7 @@ import numpy as np
 
 from . import improvement, stats
 from .table_stats import better_sign
+from .verdicts import word
 
 
 def _word(a: str, b: str, row: dict, alpha: float) -> str:
@@ -25,13 +26,9 @@ def _word(a: str, b: str, row: dict, alpha: float) -> str:
         return "uninformative"
     if math.isnan(row["p_holm"]):
         return ""
-    effect = row["min_effect"]
-    if row["p_holm"] <= alpha:
-        if abs(row["delta"]) < effect:
-            return "within resolution"
-        return f"{a} better" if row["delta"] * row["sign"] > 0 else f"{b} better"
-    half = (row["ci_high"] - row["ci_low"]) / 2
-    return "tie" if abs(row["delta"]) + half < effect else "n.s."
+    said = word(row["p_holm"] <= alpha, row["delta"] * row["sign"],
+                (row["ci_high"] - row["ci_low"]) / 2, row["min_effect"])
+    return {"better": f"{a} better", "worse": f"{b} better"}.get(said, said)
 
 
 def compare(rows: list[dict], overall_tasks: list[dict], a: str, b: str,

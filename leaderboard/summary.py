@@ -10,17 +10,13 @@ profile, n/a the scorer cannot run it.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .board import DESCRIPTIVE_TRACKS
+from .marks import missing
 
 MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
 NO_VERDICT = "·"
-
-
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
 
 
 def _records(frame) -> list[dict]:
@@ -28,7 +24,7 @@ def _records(frame) -> list[dict]:
 
 
 def _num(x: Any, digits: int = 2) -> str:
-    return "n/a" if _missing(x) else f"{x:.{digits}f}"
+    return "n/a" if missing(x) else f"{x:.{digits}f}"
 
 
 def task_headlines(board) -> dict[tuple[str, str], str]:
@@ -53,22 +49,22 @@ def sentences(board) -> list[str]:
     rows = {(r["profile"], r["task"], r["metric"], r["scorer"]): r for r in _records(board.rows)}
     out = []
     for profile in sorted({r["profile"] for r in overall}):
-        prows = [r for r in overall if r["profile"] == profile and not _missing(r["tier"])]
+        prows = [r for r in overall if r["profile"] == profile and not missing(r["tier"])]
         if not prows:
             continue
         top = [r["scorer"] for r in prows if r["tier"] == 1]
         tiers = max(r["tier"] for r in prows)
         headline = (f"the probability of beating {baseline}, averaged over tasks"
-                    if any(not _missing(r.get("poi")) for r in prows)
+                    if any(not missing(r.get("poi")) for r in prows)
                     else "the normalized score")
         out.append(f"At the {profile} profile, {len(top)} of {len(prows)} scorers share the top "
                    f"tier of the headline ({headline}; {tiers} tiers): {', '.join(top)}.")
         base = next((r for r in prows if r["scorer"] == baseline), None)
         if base is not None:
             above = [r["scorer"] for r in prows
-                     if not _missing(r.get("poi_low")) and r["poi_low"] > 0.5]
+                     if not missing(r.get("poi_low")) and r["poi_low"] > 0.5]
             below = [r["scorer"] for r in prows
-                     if not _missing(r.get("poi_high")) and r["poi_high"] < 0.5]
+                     if not missing(r.get("poi_high")) and r["poi_high"] < 0.5]
             out.append(f"{baseline} is in tier {base['tier']} (rank "
                        f"{int(base['rank_low'])}-{int(base['rank_high'])}); "
                        + (f"{len(above)} scorer(s) beat it on the headline with an interval "
@@ -79,7 +75,7 @@ def sentences(board) -> list[str]:
         if rests:
             shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
                                sorted(rests, key=lambda r: -(r["share"] or 0))
-                               if not _missing(r["share"]))
+                               if not missing(r["share"]))
             out.append(f"The headline rests on {len(rests)} tasks, each weighing 1/{len(rests)}; "
                        f"their shares of its spread across scorers: {shares}.")
         left_out = sorted({line.split("/")[0] for line in board.meta.get("uninformative", [])
@@ -124,10 +120,10 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     for r in _records(board.overall):
         if r["profile"] != profile:
             continue
-        rank = ("n/a" if _missing(r["rank_low"])
+        rank = ("n/a" if missing(r["rank_low"])
                 else f"{int(r['rank_low'])}-{int(r['rank_high'])}")
         poi = (f"{_num(r['poi'])} [{_num(r['poi_low'])}, {_num(r['poi_high'])}]"
-               if not _missing(r["poi"]) else "n/a")
+               if not missing(r["poi"]) else "n/a")
         scorer = f"**{r['scorer']}**" if r["tier"] == 1 else r["scorer"]
         cells = []
         for t in tasks:

@@ -52,15 +52,20 @@ def _word(r: dict, alpha: float) -> str:
         return "degenerate"
     if math.isnan(r["p_vs_baseline_holm"]):
         return ""
-    significant = max(r["p_vs_baseline_holm"], r["p_vs_baseline_bh"]) <= alpha
-    if significant and abs(delta) < r["min_effect"]:
-        return "within resolution"
+    return word(max(r["p_vs_baseline_holm"], r["p_vs_baseline_bh"]) <= alpha,
+                delta * better_sign(r["direction"]),
+                stats.t_halfwidth(r["sd_paired"], r["n_paired"], alpha), r["min_effect"])
+
+
+def word(significant: bool, gain: float, halfwidth: float, min_effect: float) -> str:
+    """The word for a paired difference whose signed ``gain`` (> 0: better) has a 95% interval
+    of half-width ``halfwidth`` (module docstring)."""
     if significant:
-        return "better" if delta * better_sign(r["direction"]) > 0 else "worse"
-    half = stats.t_halfwidth(r["sd_paired"], r["n_paired"], alpha)
-    if abs(delta) + half < r["min_effect"]:
-        return "tie"
-    return "n.s."
+        if abs(gain) < min_effect:
+            return "within resolution"
+        return "better" if gain > 0 else "worse"
+    return "tie" if abs(gain) + halfwidth < min_effect else "n.s."
+
 
 def _judgeable(row: dict) -> bool:
     """Whether a row can get a verdict: its metric is not uninformative at the profile and
