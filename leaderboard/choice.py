@@ -28,6 +28,15 @@ whose two tuning seeds were both fine, next to a weight decay at the same rate w
 at the point this rule chooses). A mean over two seeds hides that; the rate's worst cell does not. Where a rate's cells agree, its worst cell is close to its
 mean, so the rule moves a choice mostly where cells disagree.
 
+On a task whose outcome is bimodal (a seed either leaves its plateau or does not; the profile
+declares which, ``[tuning] bimodal``), step 1 judges a rate first by the fraction of its tuning
+cells whose validation metric reached the task's ``target``, then by their median, since one
+seed's failure is what the rate is judged on there and a worst cell on the plateau would rank a
+rate at which nothing learns above one at which one seed in four does not. Where a task declares a
+tie tolerance (``[tuning] ties``), rates whose scores lie within it of the best are a tie, broken
+by the area under the validation curve (the mean validation value over training up to the cap:
+the rate that learns sooner), never by a difference below the seeds' noise.
+
 The same records always give the same choice, so a resumed run chooses again what it chose before;
 the reporting cells of a (task, scorer) wait until its sweep is complete.
 """
@@ -35,8 +44,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Collection
+from typing import Callable, Collection, NamedTuple
 
 # Named in every reporting record's ``tuning`` block, so that a release tells which rule chose.
 SELECTION_RULE = "worst cell at the rate, then best mean"
@@ -97,20 +107,111 @@ class Choice:
     at_edge: list[str] = field(default_factory=list)   # "lr:high" ...
     extensions: dict[str, dict[str, int]] = field(default_factory=dict)
     rate_scores: dict[str, float | None] = field(default_factory=dict)  # rate label -> worst cell
+    rate_reached: dict[str, float] = field(default_factory=dict)   # rate -> fraction at target
 
     @property
     def complete(self) -> bool:
         return not self.pending
 
 
-Cells = list[tuple[str, float | None]]      # (status, validation value) per tuning seed
+class Trial(NamedTuple):
+    """One tuning cell as the rule sees it: its status, its validation value, whether it reached
+    the task's target and the area under its validation curve (None: not known)."""
+
+    status: str
+    value: float | None
+    reached: bool | None = None
+    area: float | None = None
+
+
+Cells = list[tuple]      # a Trial, or (status, validation value), per tuning seed
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Step 1's judgement of a rate (the module docstring): the worst cell, or with ``target`` the
+    fraction of cells reaching it and then the median; ``tie``: the tolerance within which two
+    rates' scores are a tie, broken by the area under the validation curve."""
+
+    direction: str
+    tie: float = 0.0
+    target: float | None = None
+
+    def text(self) -> str:
+        """The rule as each reporting record names it."""
+        if self.target is None and not self.tie:
+            return SELECTION_RULE
+        first = (f"most tuning seeds reaching {self.target:g}, then the median"
+                 if self.target is not None else "worst cell at the rate")
+        tie = (f", rates within {self.tie:g} a tie broken by the area under the validation "
+               f"curve" if self.tie else "")
+        return f"{first}{tie}, then best mean"
+
+    def params(self) -> dict:
+        return {"tie": self.tie, **({} if self.target is None else {"target": self.target})}
+
+    @classmethod
+    def of(cls, direction: str, params: dict | None) -> Rule:
+        """The rule a reporting record's ``tuning`` block names (``rule_params``)."""
+        params = params or {}
+        return cls(direction, float(params.get("tie", 0.0)), params.get("target"))
+
+    def score(self, cells: Cells) -> tuple[float, float] | None:
+        """The rate's score, larger is better: (fraction reaching the target or 0, the signed
+        median or worst value); None when any cell failed."""
+        values = _ok_values(cells)
+        if values is None:
+            return None
+        sign = 1.0 if self.direction == "higher" else -1.0
+        if self.target is None:
+            return 0.0, sign * (min(values) if sign > 0 else max(values))
+        reached = [bool(Trial(*c).reached) for c in cells]
+        return sum(reached) / len(reached), sign * statistics.median(values)
+
+    def area(self, cells: Cells) -> float | None:
+        """The mean signed area under the cells' validation curves (None when one is unknown)."""
+        areas = [Trial(*c).area for c in cells]
+        if any(a is None for a in areas):
+            return None
+        sign = 1.0 if self.direction == "higher" else -1.0
+        return sign * math.fsum(areas) / len(areas)
+
+
+def stopping_blocks(extra: dict | None) -> list[dict]:
+    """The ``stopping`` blocks of a record's trained models (``extra["train"]["stopping"]``, or one
+    per model under ``extra["train"][name]``); none under a fixed step count."""
+    train = (extra or {}).get("train") or {}
+    if "stopping" in train:
+        return [train["stopping"]]
+    return [m["stopping"] for m in train.values() if isinstance(m, dict) and "stopping" in m]
+
+
+def curve_area(block: dict) -> float | None:
+    """The mean validation value over the evaluations up to the cap, the best value standing for
+    those after the stop (the state training ended in); None without a finite curve."""
+    values = [v for v in block["curve"]["value"] if v is not None]
+    if not values or block.get("best_value") is None:
+        return None
+    after = max(0, (block["cap"] - block["stop_step"]) // block["eval_every"])
+    return (math.fsum(values) + after * block["best_value"]) / (len(values) + after)
+
+
+def trial(status: str, value: float | None, blocks: list[dict]) -> Trial:
+    """The rule's view of a sweep record: its status and validation value, and from its stopping
+    ``blocks`` whether every model reached the target and the mean area under their curves."""
+    reached = (all(b.get("target_step") is not None for b in blocks)
+               if blocks and all("target" in b for b in blocks) else None)
+    areas = [curve_area(b) for b in blocks]
+    area = (math.fsum(areas) / len(areas)) if areas and None not in areas else None
+    return Trial(status, value, reached, area)
 
 
 def _ok_values(cells: Cells) -> list[float] | None:
     """The values of cells that all ended ``ok`` with a finite value; None otherwise."""
-    if any(s != "ok" or v is None or not math.isfinite(v) for s, v in cells):
+    trials = [Trial(*c) for c in cells]
+    if any(t.status != "ok" or t.value is None or not math.isfinite(t.value) for t in trials):
         return None
-    return [v for _, v in cells]
+    return [t.value for t in trials]
 
 
 def point_score(cells: Cells) -> float | None:
@@ -125,14 +226,6 @@ def rate_of(point: Point, rates: Collection[str]) -> Point:
     return {k: v for k, v in point.items() if k in rates} or dict(point)
 
 
-def rate_score(cells: Cells, direction: str) -> float | None:
-    """The worst validation value of the cells at one rate; None when any of them failed."""
-    values = _ok_values(cells)
-    if values is None:
-        return None
-    return min(values) if direction == "higher" else max(values)
-
-
 @dataclass
 class Pick:
     """Steps 1 and 2 of the rule over one swept grid: each point's mean, each rate's worst cell
@@ -141,30 +234,42 @@ class Pick:
     scores: dict[str, float | None]
     rate_scores: dict[str, float | None]
     best: Point | None
+    rate_reached: dict[str, float] = field(default_factory=dict)   # rate -> fraction at target
 
 
 def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
-         rates: Collection[str]) -> Pick:
+         rates: Collection[str], rule: Rule | None = None) -> Pick:
     """The rule's choice over ``grid`` (in grid order), with the cells of every point in
     ``found`` (point label -> cells) and the learning-rate axes ``rates``."""
+    rule = rule or Rule(direction)
     sign = 1.0 if direction == "higher" else -1.0
     scores = {point_label(p): point_score(found[point_label(p)]) for p in grid}
     at_rate: dict[str, list[Point]] = {}
     for p in grid:
         at_rate.setdefault(point_label(rate_of(p, rates)), []).append(p)
-    rate_scores = {rate: rate_score([c for p in members for c in found[point_label(p)]],
-                                    direction)
-                   for rate, members in at_rate.items()}
-    scored = [rate for rate in at_rate if rate_scores[rate] is not None]
+    cells = {rate: [c for p in members for c in found[point_label(p)]]
+             for rate, members in at_rate.items()}
+    judged = {rate: rule.score(cells[rate]) for rate in at_rate}
+    rate_scores = {rate: None if j is None else sign * j[1] for rate, j in judged.items()}
+    scored = [rate for rate in at_rate if judged[rate] is not None]
     if not scored:
         return Pick(scores, rate_scores, None)
-    best_rate = max(scored, key=lambda r: sign * rate_scores[r])   # ties: the first
+    best_rate = max(scored, key=lambda r: judged[r])   # ties: the first
+    if rule.tie:
+        tied = [r for r in scored if judged[r][0] == judged[best_rate][0]
+                and judged[r][1] >= judged[best_rate][1] - rule.tie]
+        areas = {r: rule.area(cells[r]) for r in tied}
+        if len(tied) > 1 and all(a is not None for a in areas.values()):
+            best_rate = max(tied, key=lambda r: areas[r])
     best = max(at_rate[best_rate], key=lambda p: sign * scores[point_label(p)])
-    return Pick(scores, rate_scores, best)
+    return Pick(scores, rate_scores, best,
+                {r: j[0] for r, j in judged.items() if j is not None} if rule.target is not None
+                else {})
 
 
 def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
-           lookup: Callable[[Point], Cells | None], *, rates: Collection[str]) -> Choice:
+           lookup: Callable[[Point], Cells | None], *, rates: Collection[str],
+           rule: Rule | None = None) -> Choice:
     """Run the protocol's choice over the records that ``lookup`` finds; ``rates``: the
     learning-rate axes.
 
@@ -182,7 +287,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
             scores = {label: point_score(cells) for label, cells in found.items()
                       if cells is not None}
             return Choice(axes, scores, pending, extensions=counts)
-        chosen = pick(grid, found, direction, rates=rates)
+        chosen = pick(grid, found, direction, rates=rates, rule=rule)
         best = chosen.best
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,
@@ -197,4 +302,4 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
             continue
         return Choice(axes, chosen.scores, [], best,
                       at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
-                      rate_scores=chosen.rate_scores)
+                      rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached)

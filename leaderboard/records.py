@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .choice import stopping_blocks
 from .schema import (CELL_FIELDS, FAILURES, RECORD_SUFFIXES, REPORT, TRACKS, Cell, RecordError,
                      read_record_text, records_version, validate_record)
 
@@ -55,6 +56,7 @@ class Record(Cell):
     validation: dict | None = None    # extra["validation"]: the validation metric and its curve
     scorer_parameters: dict = field(default_factory=dict)  # extra["scorer_parameters"]
     not_applicable: dict[str, str] = field(default_factory=dict)  # metric -> why it is n/a
+    stopping: list[dict] = field(default_factory=list)   # the stopping rule's blocks (choice.py)
 
     @property
     def records_version(self) -> int:
@@ -154,7 +156,8 @@ def parse_record(data: Any, path: str) -> tuple[Record, list[Problem]]:
                     anchors=anchors, not_applicable=not_applicable,
                     tuning=data.get("tuning"),
                     validation=_dict_or_none(data["extra"].get("validation")),
-                    scorer_parameters=_dict_or_none(data["extra"].get("scorer_parameters")) or {})
+                    scorer_parameters=_dict_or_none(data["extra"].get("scorer_parameters")) or {},
+                    stopping=stopping_blocks(data["extra"]))
     return record, problems
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .choice import pick, point_label, points, rate_of
+from .choice import Rule, pick, point_label, points, rate_of, trial
 
 from .records import LoadedRecords, Record
 
@@ -96,7 +96,7 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
         if rule:
-            task_out["rule"] = rule
+            task_out["rule"] = block.get("rule") or rule
             task_out["scorers"][label].update(_recomputed(block, recs, task_out["direction"]))
     return out
 
@@ -107,12 +107,12 @@ def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
     axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
     cells: dict[str, list] = defaultdict(list)
     for r in recs:
-        cells[point_label({k: r.config.get(k) for k in axes})].append(
-            (r.status, (r.validation or {}).get("value")))
+        cells[point_label({k: r.config.get(k) for k in axes})].append(trial(r.status, (r.validation or {}).get("value"), r.stopping))
     grid = points(axes)
     if not axes or any(point_label(p) not in cells for p in grid):
         return {"rule_choice": None, "rate_scores": {}}
-    picked = pick(grid, cells, direction, rates=RATE_KEYS)
+    picked = pick(grid, cells, direction, rates=RATE_KEYS,
+                  rule=Rule.of(direction, block.get("rule_params")))
     return {"rule_choice": picked.best, "rate_scores": picked.rate_scores}
 
 

@@ -35,7 +35,9 @@ Per cell, in this order:
    takes longer in one run than in another does not bend the slope. The runs use the torch
    threads a cell of the run gets. A task without a step count (a Config field declared
    ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
-   calibration, so the estimate is an upper bound for them. Another scorer's cell is that times
+   calibration, so the estimate is an upper bound for them, as it is for a cell that stops when
+   its validation metric converges (``stop = "converged"``), timed to its cap until records of its
+   config give its real length. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
@@ -197,6 +199,8 @@ def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = Non
                    f"calibration: one full {scorer} cell")
     if "curriculum_end" in config and "curriculum_start" in config:
         config["curriculum_start"] = config["curriculum_end"]
+    if config.get("stop") == "converged":     # short runs count steps; the estimate is to the cap
+        config["stop"] = "steps"
     key, steps = found
     short = max(1, min(CALIBRATION_MAX_STEPS, int(steps * CALIBRATION_FRACTION)))
     if 2 * short >= steps:

@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leaderboard.choice import Choice, Point, choose, point_label, points
+from leaderboard.choice import (Choice, Point, choose, point_label, points, stopping_blocks,
+                                trial)
 from leaderboard.schema import SWEEP, TUNED, Cell
 from registry.settings import RATE, keys_with_role
 
@@ -70,22 +71,29 @@ class TuningPlan:
         return PlannedCell(self.sweep_cell(tuned, point, seed), None,
                            {"role": "sweep", "point": dict(point), "selection_metric": metric})
 
+    def seeds(self, tuned: Tuned) -> tuple[int, ...]:
+        return self.tuning.seeds_for(tuned.template.task)
+
+    def rule(self, tuned: Tuned):
+        task = tuned.template.task
+        return self.tuning.rule(task, self.metrics[task][1], tuned.template.config.get("target"))
+
     def choice(self, tuned: Tuned, current: Callable[[Cell], dict | None]) -> Choice:
         task = tuned.template.task
-        _, direction = self.metrics[task]
 
         def lookup(point: Point):
             out = []
-            for seed in self.tuning.seeds:
+            for seed in self.seeds(tuned):
                 record = current(self.sweep_cell(tuned, point, seed))
                 if record is None:
                     return None
-                value = (record.get("extra", {}).get("validation") or {}).get("value")
-                out.append((record["status"], value))
+                extra = record.get("extra", {})
+                out.append(trial(record["status"], (extra.get("validation") or {}).get("value"),
+                                 stopping_blocks(extra)))
             return out
 
-        return choose(self.tuning.grids[task], direction, self.tuning.max_extensions, lookup,
-                      rates=self.rates[task])
+        return choose(self.tuning.grids[task], self.metrics[task][1], self.tuning.max_extensions,
+                      lookup, rates=self.rates[task], rule=self.rule(tuned))
 
     def follow_up(self, current: Callable[[Cell], dict | None]) -> list[PlannedCell]:
         """The sweep cells of every grid as it stands (grown where the records say so) and the
@@ -94,17 +102,17 @@ class TuningPlan:
         for tuned in self.tuned.values():
             choice = self.choice(tuned, current)
             out += [self.sweep_planned(tuned, p, s) for p in points(choice.axes)
-                    for s in self.tuning.seeds]
+                    for s in self.seeds(tuned)]
             if choice.complete:
                 out += self.reporting(tuned, choice)
         return out
 
     def reporting(self, tuned: Tuned, choice: Choice) -> list[PlannedCell]:
         task = tuned.template.task
-        metric, direction = self.metrics[task]
+        metric, _ = self.metrics[task]
         sweep_ids = [self.sweep_cell(tuned, p, s).id for p in points(choice.axes)
-                     for s in self.tuning.seeds]
-        block = record_block(choice, self.tuning.grids[task], metric, direction, sweep_ids)
+                     for s in self.seeds(tuned)]
+        block = record_block(choice, self.tuning.grids[task], metric, self.rule(tuned), sweep_ids)
         if choice.chosen is None:
             reason = (f"{ALL_FAILED} ({len(sweep_ids)} sweep cells; `scorebench show` prints "
                       f"them)")
@@ -118,7 +126,7 @@ class TuningPlan:
     def base_sweep(self) -> list[PlannedCell]:
         """The sweep cells of the grids as the profile declares them (before any growth)."""
         return [self.sweep_planned(t, p, s) for t in self.tuned.values()
-                for p in points(self.tuning.grids[t.template.task]) for s in self.tuning.seeds]
+                for p in points(self.tuning.grids[t.template.task]) for s in self.seeds(t)]
 
 
 @dataclass
@@ -174,12 +182,14 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
         metrics[task] = (cls.validation.metric, cls.validation.direction)
         rates[task] = keys_with_role(cls.Config, RATE)
     reporting_seeds = sorted({p.cell.seed for p in planned if p.cell.task in tuning.grids})
-    overlap = sorted(set(reporting_seeds) & set(tuning.seeds))
+    overlap = sorted(set(reporting_seeds) & set(tuning.all_seeds()))
     if overlap:
-        raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {list(tuning.seeds)} share "
+        raise ProfileError(f"{tuning.origin('seeds')}: [tuning] seeds {tuning.all_seeds()} share "
                            f"seed(s) {overlap} with the reporting seeds {reporting_seeds}; the "
                            f"choice must never see a reporting seed: pick disjoint seeds")
     plan = TuningPlan(profile, tuning, {}, metrics, rates)
+    for task in tuning.bimodal:            # a bimodal task names its target
+        tuning.rule(task, metrics[task][1], plan.config(task, {}).get("target"))
     for task in tuning.grids:              # every point resolves (unknown keys, bad values)
         for point in points(tuning.grids[task]):
             plan.config(task, point)
@@ -212,7 +222,7 @@ def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
         base = points(tp.tuning.grids[tuned.template.task])
         for p in points(choice.axes):
             note = "sweep" if p in base else "sweep (grown grid)"
-            out += [(tp.sweep_planned(tuned, p, s), note) for s in tp.tuning.seeds]
+            out += [(tp.sweep_planned(tuned, p, s), note) for s in tp.seeds(tuned)]
         if choice.complete:
             label = point_label(choice.chosen) if choice.chosen else "none: every point failed"
             out += [(r, f"report at {label}") for r in tp.reporting(tuned, choice)]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from registry.modes import FAST_MODES
 from registry.settings import Settings, SettingError, setting
 
+MIN_BIMODAL_SEEDS = 2
 FIRST_TUNING_SEED = 1000
 
 
@@ -69,12 +70,36 @@ class TuningSettings(Settings):
     seeds: int | tuple[int, ...] = setting(2, ge=0, nonempty=True)   # a count from 1000, or seeds
     max_extensions: int = setting(2, ge=0)
     grid: dict[str, dict] = setting(default_factory=dict)
+    # tasks whose outcome is bimodal (a seed leaves its plateau or not): tuned on bimodal_seeds,
+    # judged by the fraction of seeds reaching the task's target (leaderboard/choice.py)
+    bimodal: tuple[str, ...] = ()
+    bimodal_seeds: int | tuple[int, ...] = setting(4, ge=0, nonempty=True)
+    ties: dict[str, float] = setting(default_factory=dict, ge=0)    # task -> tie tolerance
 
     def check(self) -> None:
         _distinct_seeds("seeds", self.seeds)
+        _distinct_seeds("bimodal_seeds", self.bimodal_seeds)
+        if self.bimodal and len(seed_list(self.bimodal_seeds)) < MIN_BIMODAL_SEEDS:
+            raise SettingError(f"config key 'bimodal_seeds' must give at least "
+                               f"{MIN_BIMODAL_SEEDS} tuning seeds for the bimodal tasks "
+                               f"{list(self.bimodal)} (a fraction of seeds reaching the target "
+                               f"needs them), got {self.bimodal_seeds!r}", "bimodal_seeds")
+        for key, tasks in (("bimodal", self.bimodal), ("ties", tuple(self.ties))):
+            unknown = [t for t in tasks if t not in self.grid]
+            if unknown:
+                raise SettingError(f"config key {key!r} names {unknown}, which have no "
+                                   f"[tuning.grid.<task>]; tuned tasks: {sorted(self.grid)}", key)
 
     @property
     def seed_list(self) -> list[int]:
-        if isinstance(self.seeds, int):
-            return list(range(FIRST_TUNING_SEED, FIRST_TUNING_SEED + self.seeds))
-        return list(self.seeds)
+        return seed_list(self.seeds)
+
+    def seeds_for(self, task: str) -> list[int]:
+        return seed_list(self.bimodal_seeds if task in self.bimodal else self.seeds)
+
+
+def seed_list(seeds: int | tuple[int, ...]) -> list[int]:
+    """Tuning seeds: a count n means FIRST_TUNING_SEED .. FIRST_TUNING_SEED + n - 1."""
+    if isinstance(seeds, int):
+        return list(range(FIRST_TUNING_SEED, FIRST_TUNING_SEED + seeds))
+    return list(seeds)

@@ -7,6 +7,9 @@ A profile's ``[tuning]`` table::
     seeds = [1000, 1001]        # tuning seeds (a count n means 1000 .. 1000+n-1); disjoint from
                                 # the reporting seeds of [run] seeds / --seeds
     max_extensions = 2          # how many steps the grid may grow past each edge of each axis
+    bimodal = ["icl_mqar"]      # tasks whose seeds either learn or stay on a plateau: tuned on
+    bimodal_seeds = 4           # these seeds and judged by the fraction reaching the task's target
+    ties = {icl_mqar = 0.01}    # task -> tolerance within which two rates are a tie
     [tuning.grid.icl_mqar]      # config key -> values; the points are the product of the axes
     lr = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]
     [tuning.grid.encoder_mlm]
@@ -24,19 +27,38 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from leaderboard.choice import SELECTION_RULE, Choice
+from leaderboard.choice import Choice, Rule
 
 from .profiles import Profile, ProfileError
 
 
 @dataclass(frozen=True)
 class Tuning:
-    """A profile's resolved ``[tuning]``: tuning seeds, the growth cap and a grid per task."""
+    """A profile's resolved ``[tuning]``: tuning seeds, the growth cap and a grid per task, the
+    bimodal tasks (with their own tuning seeds) and the tie tolerances."""
 
     seeds: tuple[int, ...]
     max_extensions: int
     grids: dict[str, dict[str, tuple[float, ...]]]
     origin: Callable[[str], str] = field(default=lambda key: "profile", compare=False)
+    bimodal: tuple[str, ...] = ()
+    bimodal_seeds: tuple[int, ...] = ()
+    ties: dict[str, float] = field(default_factory=dict)
+
+    def seeds_for(self, task: str) -> tuple[int, ...]:
+        return self.bimodal_seeds if task in self.bimodal else self.seeds
+
+    def all_seeds(self) -> list[int]:
+        return sorted({*self.seeds, *(self.bimodal_seeds if self.bimodal else ())})
+
+    def rule(self, task: str, direction: str, target: float | None) -> Rule:
+        """The rule that judges ``task``'s rates (``target``: the task's, for a bimodal task)."""
+        if task in self.bimodal and target is None:
+            raise ProfileError(f"{self.origin('bimodal')}: [tuning] bimodal names {task!r}, "
+                               f"whose config has no target; set [tasks.{task}] target (the "
+                               f"validation level a seed must reach)")
+        return Rule(direction, self.ties.get(task, 0.0),
+                    target if task in self.bimodal else None)
 
 
 def parse_tuning(profile: Profile) -> Tuning | None:
@@ -60,7 +82,11 @@ def parse_tuning(profile: Profile) -> Tuning | None:
                                           f"[tuning.grid.{task}] {key}")
                        for key, values in axes.items()}
     return Tuning(seeds=tuple(settings.seed_list), max_extensions=settings.max_extensions,
-                  grids=grids, origin=lambda key: where(f"tuning.{key}"))
+                  grids=grids, origin=lambda key: where(f"tuning.{key}"),
+                  bimodal=tuple(settings.bimodal),
+                  bimodal_seeds=tuple(settings.seeds_for(settings.bimodal[0]))
+                  if settings.bimodal else (),
+                  ties=dict(settings.ties))
 
 
 def _axis(values: Any, where: str) -> tuple[float, ...]:
@@ -74,15 +100,17 @@ def _axis(values: Any, where: str) -> tuple[float, ...]:
     return tuple(sorted(values))
 
 
-def record_block(choice: Choice, base: dict, metric: str, direction: str,
+def record_block(choice: Choice, base: dict, metric: str, rule: Rule,
                  sweep_cells: list[str]) -> dict:
     """The ``tuning`` object of a reporting cell's record (docs/records.md)."""
     return {
         "role": "report", "point": dict(choice.chosen) if choice.chosen else None,
         "grid": {k: list(v) for k, v in choice.axes.items()},
         "base_grid": {k: list(v) for k, v in base.items()},
-        "selection_metric": metric, "direction": direction,
-        "rule": SELECTION_RULE, "scores": dict(choice.scores),
+        "selection_metric": metric, "direction": rule.direction,
+        "rule": rule.text(), "scores": dict(choice.scores),
         "rate_scores": dict(choice.rate_scores), "at_edge": list(choice.at_edge),
         "extensions": choice.extensions, "sweep_cells": sorted(sweep_cells),
+        **({"rule_params": rule.params(), "rate_reached": dict(choice.rate_reached)}
+           if rule.text() != Rule(rule.direction).text() else {}),
     }

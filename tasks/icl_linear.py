@@ -43,6 +43,7 @@ from .icl_training import (
     mean_of,
     predict,
     save_checkpoint,
+    evaluated,
     stopping_of,
     train,
 )
@@ -168,7 +169,7 @@ class ICLLinear(Task):
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
                     progress_total=total, validation=val, direction=self.validation.direction)
         grids: dict = {}
-        groups, baselines, anchors = (({}, {}, {}) if ctx.sweep else
+        groups, baselines, anchors = (({}, {}, {}) if not evaluated(cfg, ctx) else
                                       evaluate(model, cfg, seed, log.final_points, grids))
         items = {k: v for k, v in groups.items() if v}
         metrics = {k: mean_of(v) for k, v in items.items()}

@@ -36,6 +36,7 @@ L = max(``eval_lengths``). Per-item outcomes are per-sequence accuracies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -50,6 +51,7 @@ from .icl_training import (
     grid,
     mean_of,
     save_checkpoint,
+    evaluated,
     stopping_of,
     train,
 )
@@ -87,6 +89,19 @@ def sample_mqar(gen: torch.Generator, batch: int, length: int, num_pairs: int, v
     labels = torch.full((batch, length), IGNORE, dtype=torch.int64)
     labels.scatter_(1, where, values)
     return inputs, labels
+
+
+def distractor_rate(inputs: torch.Tensor, labels: torch.Tensor, num_pairs: int) -> float:
+    """The fraction of queries whose key also stands in the filler between the context and the
+    query: a token the model must not bind to the key's value (its share grows as the vocabulary
+    shrinks towards the sequence length)."""
+    context = 2 * num_pairs
+    hits = total = 0
+    for row, label in zip(inputs, labels):
+        for where in (label != IGNORE).nonzero().flatten().tolist():
+            total += 1
+            hits += bool((row[context:where] == row[where]).any())
+    return hits / total if total else 0.0
 
 
 def check_shape(length: int, num_pairs: int, vocab_size: int) -> None:
@@ -127,6 +142,8 @@ class MQARConfig(ICLTaskConfig):
     eval_sequences: int = setting(256, ge=1)
     rotary_fraction: float = setting(1.0, ge=0, le=1)
     rope_base: float = setting(10000.0, gt=0)
+
+    validation_range: ClassVar[tuple[float, float]] = (0.0, 1.0)   # an accuracy
 
     def __post_init__(self):
         self.curriculum_start = self.curriculum_end = min(self.train_len, self.n_positions)
@@ -267,7 +284,7 @@ class ICLMQAR(Task):
                     generator(seed, "icl_mqar", "train"), ctx, progress_total=total,
                     validation=val, direction=self.validation.direction)
         grids: dict = {}
-        items, chance = ({}, {}) if ctx.sweep else evaluate(model, cfg, seed, grids)
+        items, chance = ({}, {}) if not evaluated(cfg, ctx) else evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}
         extra = {
             "eval_sequences": cfg.eval_sequences, "dtype": training_dtype(cfg.precision == "bf16"),
@@ -295,17 +312,19 @@ def evaluate(model: TokenModel, cfg: MQARConfig, seed: int,
     longest = max(cfg.eval_lengths)
     items = {k: [] for k in METRICS}
     floors = {"accuracy_id": [], "accuracy_longest": []}
-    values = []
+    values, distractors = [], []
     for n in cfg.eval_pairs:
-        row = []
+        row, rates = [], []
         for t in cfg.eval_lengths:
             if not fits(t, n):
                 row.append(None)
+                rates.append(float("nan"))
                 continue
             inputs, labels = sample_mqar(generator(seed, "icl_mqar", "eval", n, t),
                                          cfg.eval_sequences, t, n, cfg.vocab_size, cfg.power_a)
             acc = sequence_accuracy(model, inputs, labels, cfg.eval_batch_tokens).tolist()
             row.append(sum(acc) / len(acc))
+            rates.append(distractor_rate(inputs, labels, n))
             items["accuracy_all"] += acc
             if t == cfg.train_len and n in cfg.train_pairs:
                 items["accuracy_id"] += acc
@@ -318,7 +337,10 @@ def evaluate(model: TokenModel, cfg: MQARConfig, seed: int,
                 items["accuracy_longest"] += acc
                 floors["accuracy_longest"].append(1 / n)
         values.append(row)
+        distractors.append(rates)
     grids["accuracy"] = grid("pairs", cfg.eval_pairs, "length", cfg.eval_lengths,
                              [[float("nan") if v is None else v for v in row] for row in values])
+    grids["distractor_rate"] = grid("pairs", cfg.eval_pairs, "length", cfg.eval_lengths,
+                                    distractors)
     return ({k: v for k, v in items.items() if v},
             {k: sum(v) / len(v) for k, v in floors.items() if v})

@@ -57,6 +57,7 @@ from .icl_training import (
     mean_of,
     predict,
     save_checkpoint,
+    evaluated,
     stopping_of,
     train,
 )
@@ -235,7 +236,7 @@ class ICLQuantifiers(Task):
             checkpoint = save_checkpoint(model, ctx, f"icl_quantifiers_{q}")
             if checkpoint:
                 extra["checkpoints"][q] = checkpoint
-            if ctx.sweep:
+            if not evaluated(cfg, ctx):
                 ctx.report((i + 1) * per_model, total)
                 continue
             for name, (value, its) in evaluate_grid(model, q, cfg, seed, log.final_points, grids).items():

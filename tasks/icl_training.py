@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -23,6 +24,9 @@ from .validation import Curve
 VALIDATION_SEQUENCES = 512
 CURVE_STRIDE = 4
 PRECISIONS = ("fp32", "bf16")
+# Under stop = "converged", the cap is at least this many times softmax's convergence step, so a
+# scorer up to that much slower than softmax reads "slower", not "not learned".
+CAP_MULTIPLE = 4
 
 
 @dataclass
@@ -36,12 +40,17 @@ class ICLTaskConfig(TaskConfig):
     n_positions: int = setting(256, ge=1)
     mlp: bool = True
     # training: Adam, no weight decay, constant learning rate, fresh samples every step;
-    # train_steps steps, or at most that many under stop = "converged" (tasks/stopping.py)
+    # train_steps steps, or at most that many under stop = "converged" (tasks/stopping.py), where
+    # the cap is at least CAP_MULTIPLE x softmax_converged_at, the step at which softmax converges
+    # under the same rule (a measurement the profile states; it changes nothing that runs)
     train_steps: int = setting(500_001, ge=1, role="steps")
     stop: str = setting(STEPS, choices=STOP_MODES)
     patience: int = setting(5, ge=1)
     tolerance: float = setting(0.0, ge=0)
     eval_every: int = setting(100, ge=1)
+    learned_at: float | None = setting(None)    # the validation level past which patience counts
+    target: float | None = setting(None)        # the validation level a run's speed is timed to
+    softmax_converged_at: int | None = setting(None, ge=1)
     batch_size: int = setting(64, ge=1)
     lr: float = setting(1e-4, gt=0, tunable=True, role="rate")
     # curriculum: T = min(curriculum_end, curriculum_start + curriculum_increment * (step // curriculum_every))
@@ -61,6 +70,9 @@ class ICLTaskConfig(TaskConfig):
     # non-empty: the headline metrics in this setting instead of the declared ones (Task.metric_specs)
     headline_metrics: tuple[str, ...] = ()
 
+    # the validation metric's range (Task.validation), for learned_at and target
+    validation_range: ClassVar[tuple[float, float]] = (0.0, math.inf)
+
     def check(self) -> None:
         if self.n_embd % self.n_head:
             raise ConfigError(f"n_embd={self.n_embd} must be a multiple of n_head={self.n_head}")
@@ -70,13 +82,33 @@ class ICLTaskConfig(TaskConfig):
         if self.curriculum_end > self.n_positions:
             raise ConfigError(f"curriculum_end={self.curriculum_end} exceeds n_positions="
                               f"{self.n_positions}; raise n_positions")
-        if self.stop == CONVERGED and self.train_steps < self.eval_every:
+        if self.stop == CONVERGED:
+            self.check_converged()
+
+    def check_converged(self) -> None:
+        if self.train_steps < self.eval_every:
             raise ConfigError(f"config key 'train_steps' (the cap under stop = {CONVERGED!r}) must "
                               f"be >= eval_every={self.eval_every}, got {self.train_steps}",
                               "train_steps")
+        if self.softmax_converged_at is not None and \
+                self.train_steps < CAP_MULTIPLE * self.softmax_converged_at:
+            raise ConfigError(
+                f"config key 'train_steps' (the cap under stop = {CONVERGED!r}) must be >= "
+                f"{CAP_MULTIPLE} x softmax_converged_at = "
+                f"{CAP_MULTIPLE * self.softmax_converged_at}, got {self.train_steps}; raise the "
+                f"cap or measure softmax's convergence again", "train_steps")
+        low, high = self.validation_range
+        for key in ("learned_at", "target"):
+            value = getattr(self, key)
+            if value is not None and not low <= value <= high:
+                raise ConfigError(f"config key {key!r} must lie in the validation metric's range "
+                                  f"[{low:g}, {high:g}], got {value!r}", key)
 
     def inert(self) -> tuple[str, ...]:
-        return ("stop", "patience", "tolerance", "eval_every") if self.stop == STEPS else ()
+        if self.stop == STEPS:
+            return ("stop", "patience", "tolerance", "eval_every", "learned_at", "target",
+                    "softmax_converged_at")
+        return ("softmax_converged_at",)
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
         return ICLModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
@@ -226,7 +258,8 @@ class BestState:
 
     def __init__(self, cfg: ICLTaskConfig, validation: ValidationData, direction: str):
         self.cfg, self.validation = cfg, validation
-        self.plateau = Plateau(direction, cfg.patience, cfg.tolerance)
+        self.plateau = Plateau(direction, cfg.patience, cfg.tolerance, learned_at=cfg.learned_at,
+                               target=cfg.target)
         self.grown = cfg.curriculum().last_growth() + 1
         self.state: dict[str, torch.Tensor] | None = None
 
@@ -303,6 +336,13 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
                     loss_curve=losses.curve, first_loss=losses.first, last_loss=losses.last,
                     curve=curve, validation=None if validation is None else validation.value(model),
                     stopping=None if best is None else best.block())
+
+
+def evaluated(cfg: ICLTaskConfig, ctx: RunContext) -> bool:
+    """Whether the cell runs the reported evaluation: every reporting cell, and under stop =
+    "converged" the sweep cells too, so that a release can check a verdict at the rates next to
+    the chosen one (leaderboard/neighbours.py)."""
+    return not ctx.sweep or cfg.stop == CONVERGED
 
 
 def stopping_of(log: TrainLog) -> dict:

@@ -4,9 +4,13 @@ The validation metric is evaluated every ``eval_every`` optimizer steps and at t
 evaluation improves when it beats the best value so far by more than ``tolerance`` (in the
 metric's units, in its direction); the best state is the state of the last improvement, and the
 first evaluation is the first best. Training stops, with reason ``"converged"``, once ``patience``
-evaluations in a row have not improved, counted only after a first improvement: a model still on
-its initial plateau trains on. Otherwise it stops at the cap, with reason ``"cap"``; a cell whose
-metric never improved on its first evaluation has not ``learned`` within the cap.
+evaluations in a row have not improved, counted only once the run has ``learned``: its metric has
+passed ``learned_at`` (when the task declares that level; otherwise once it improved on its first
+evaluation). A model still on its initial plateau trains on. Otherwise it stops at the cap, with
+reason ``"cap"``, and a run that never learned reads "not learned within the cap".
+
+The speed of a run is the first evaluated step at which its metric reached ``target`` (the task's
+declared level; None when it never did): a run is judged on the dense curve, not on its end.
 """
 from __future__ import annotations
 
@@ -31,17 +35,32 @@ class Plateau:
     best_step: int | None = None
     best_value: float | None = None
     stale: int = 0   # evaluations since the last improvement
+    learned_at: float | None = None
+    target: float | None = None
+    passed_step: int | None = None   # the first evaluation at or past learned_at
+    target_step: int | None = None   # the first evaluation at or past target
 
     def observe(self, step: int, value: float | None) -> bool:
         """Record the metric after ``step`` optimizer steps; True when it is the new best."""
         value = finite(value)
         self.step.append(int(step))
         self.value.append(value)
+        if value is not None:
+            if self.passed_step is None and self.reaches(value, self.learned_at):
+                self.passed_step = int(step)
+            if self.target_step is None and self.reaches(value, self.target):
+                self.target_step = int(step)
         if value is not None and (self.best_value is None or self.improves(value)):
             self.best_step, self.best_value, self.stale = int(step), value, 0
             return True
         self.stale += 1
         return False
+
+    def reaches(self, value: float, level: float | None) -> bool:
+        """Whether ``value`` is at or past ``level`` in the metric's direction (never for None)."""
+        if level is None:
+            return False
+        return value >= level if self.direction == "higher" else value <= level
 
     def improves(self, value: float) -> bool:
         gain = value - self.best_value if self.direction == "higher" else self.best_value - value
@@ -49,10 +68,16 @@ class Plateau:
 
     @property
     def learned(self) -> bool:
-        """Whether the metric ever improved on its first evaluation."""
+        """Whether the metric passed ``learned_at`` (without one: ever improved on its first
+        evaluation)."""
+        if self.learned_at is not None:
+            return self.passed_step is not None
         return self.best_step is not None and self.best_step != self.step[0]
 
     def done(self) -> bool:
+        if self.learned_at is not None:
+            since = sum(s > self.passed_step for s in self.step) if self.learned else 0
+            return since >= self.patience and self.stale >= self.patience
         return self.learned and self.stale >= self.patience
 
     def block(self, cap: int, eval_every: int, items: int) -> dict:
@@ -61,6 +86,9 @@ class Plateau:
                 "eval_every": eval_every, "cap": cap, "stop_step": self.step[-1] if self.step else 0,
                 "reason": CONVERGED if self.done() else CAP, "learned": self.learned,
                 "best_step": self.best_step, "best_value": self.best_value,
+                **({} if self.learned_at is None else {"learned_at": self.learned_at}),
+                **({} if self.target is None else {"target": self.target,
+                                                   "target_step": self.target_step}),
                 "curve": {"step": list(self.step), "value": list(self.value), "items": items}}
 
 

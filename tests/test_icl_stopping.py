@@ -186,6 +186,7 @@ def test_every_icl_task_records_its_stop(name):
         assert stop["curve"]["step"][-1] == stop["stop_step"] == block["steps"]
         assert stop["curve"]["items"] == result.extra["validation"]["items"] // len(blocks)
     assert result.step == max(b["steps"] for b in blocks)
+    assert result.metrics        # a sweep cell trained to convergence runs the evaluation too
 
 
 # ------------------------------------------------------------------------------- settings
@@ -229,3 +230,97 @@ def test_committed_icl_records_keep_their_configs(name):
     assert current
     for record in current:
         assert resolve_config(task, record["cell"]["config"]) == record["cell"]["config"]
+
+
+# ------------------------------------------------------------------- learned_at and target
+
+
+def plateau_then_escape():
+    """An MQAR-like curve: a plateau at 0.3 from step 200 to 1,500, an escape to 0.95 by 2,000,
+    then flat."""
+    return ([0.1, 0.3] + [0.3 + 0.001 * (i % 2) for i in range(13)]
+            + [0.5, 0.7, 0.85, 0.92, 0.95] + [0.95] * 20)
+
+
+def test_a_plateau_below_learned_at_never_stops_the_rule_and_the_target_times_the_escape():
+    without = run_rule(plateau_then_escape(), "higher", patience=5, tolerance=0.005)
+    assert without.done() and without.step[-1] == 700          # stopped on the plateau
+    rule = Plateau("higher", 5, 0.005, learned_at=0.5, target=0.9)
+    for i, value in enumerate(plateau_then_escape()):
+        rule.observe((i + 1) * 100, value)
+        if rule.done():
+            break
+    block = rule.block(cap=4000, eval_every=100, items=512)
+    assert block["learned_at"] == 0.5 and block["learned"] and block["reason"] == "converged"
+    assert block["best_step"] == 2000 and block["stop_step"] == 2500
+    assert (block["target"], block["target_step"]) == (0.9, 1900)
+
+
+def test_a_run_that_never_passes_learned_at_reads_not_learned_at_the_cap():
+    rule = Plateau("lower", 2, 0.0, learned_at=0.5, target=0.1)
+    for i, value in enumerate([2.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.8]):
+        rule.observe((i + 1) * 10, value)
+        assert not rule.done()
+    block = rule.block(cap=70, eval_every=10, items=8)
+    assert block["reason"] == "cap" and block["learned"] is False
+    assert block["target_step"] is None and block["best_value"] == 0.8
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"stop": "converged", "train_steps": 7999, "softmax_converged_at": 2000},
+     r"\[tasks.icl_mqar\] config key 'train_steps' \(the cap under stop = 'converged'\) must be "
+     r">= 4 x softmax_converged_at = 8000, got 7999"),
+    ({"stop": "converged", "target": 1.5},
+     r"\[tasks.icl_mqar\] config key 'target' must lie in the validation metric's range \[0, 1\], "
+     r"got 1.5"),
+    ({"stop": "converged", "learned_at": -0.1},
+     r"config key 'learned_at' must lie in the validation metric's range \[0, 1\], got -0.1"),
+])
+def test_a_cap_below_four_softmax_convergences_or_a_level_outside_the_range_is_an_error(
+        overrides, message):
+    with pytest.raises(TaskError, match=message):
+        tasks.create_task("icl_mqar").config(overrides)
+
+
+def test_the_measured_softmax_convergence_never_enters_a_cells_identity():
+    task = tasks.create_task("icl_mqar")
+    on = {"stop": "converged", "train_steps": 8000}
+    ids = {resolve_config(task, dict(on, softmax_converged_at=at), lambda k: "profile")
+           .get("softmax_converged_at", "absent") for at in (1000, 2000)}
+    assert ids == {"absent"}
+
+
+def test_a_converged_cell_killed_mid_training_records_nothing_and_resumes_whole(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    prof = tmp_path / "p.toml"
+    prof.write_text('extends = "smoke"\n[run]\ntasks = "icl_linear"\nscorers = "softmax"\n'
+                    'seeds = 1\n[tuning]\nenabled = false\n[tasks.icl_linear]\n'
+                    'stop = "converged"\ntrain_steps = 240\neval_every = 20\npatience = 1000\n'
+                    + "".join(f"{k} = {json.dumps(v)}\n" for k, v in TINY_LINEAR.items()
+                              if k != "train_steps"))
+    results = tmp_path / "r"
+    command = [sys.executable, "-m", "suite.cli", "run", "--profile", str(prof),
+               "--results", str(results)]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while not list(results.rglob("*.claim")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)                                   # inside the cell's training
+    assert proc.poll() is None, proc.communicate()[0]
+    os.killpg(proc.pid, signal.SIGKILL)              # the run and any worker it started
+    proc.wait()
+    assert not list(results.rglob("*.json")) and not list(results.rglob("*.json.gz"))
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = [p for p in results.rglob("*.json*") if not p.name.endswith(".claim")]
+    opener = gzip.open if path.suffix == ".gz" else open
+    record = json.loads(opener(path, "rt").read())
+    stop = record["extra"]["train"]["stopping"]
+    assert record["status"] == "ok" and stop["reason"] == "cap" and stop["stop_step"] == 240
+    assert stop["curve"]["step"] == list(range(20, 260, 20)) and record["metrics"]

@@ -22,7 +22,7 @@ from suite.profiles import ProfileError, load_profile
 from suite.scheduler import run_cells
 from suite.store import ResultStore
 from suite.sweep import plan_run
-from leaderboard.choice import choose, grown, points
+from leaderboard.choice import Rule, Trial, choose, curve_area, grown, points, trial
 from suite.tuning import parse_tuning
 
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
@@ -135,6 +135,104 @@ def test_every_point_failing_is_a_choice_of_nothing():
                     rates=RATES)
     assert choice.complete and choice.chosen is None
     assert set(choice.scores.values()) == {None}
+
+
+def test_on_a_bimodal_task_a_rate_is_judged_by_the_seeds_that_reach_the_target():
+    base = {"lr": (5e-4, 1e-3, 2e-3)}
+    plateau, learned = Trial("ok", 0.28, False), Trial("ok", 0.95, True)
+    found = {5e-4: [Trial("ok", 0.30, False)] * 4,            # nothing learns, worst cell 0.30
+             1e-3: [learned, learned, learned, plateau],        # one seed in four stuck
+             2e-3: [learned, Trial("ok", 0.29, False), Trial("ok", 0.97, True), plateau]}
+    worst = choose(base, "higher", 0, lookup_from(found), rates=RATES)
+    assert worst.chosen == {"lr": 5e-4}        # the worst-cell rule picks the plateau
+    rule = Rule("higher", target=0.9)
+    bimodal = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert bimodal.chosen == {"lr": 1e-3}
+    assert bimodal.rate_reached == {"lr=0.0005": 0.0, "lr=0.001": 0.75, "lr=0.002": 0.5}
+    assert bimodal.rate_scores["lr=0.001"] == pytest.approx(0.95)   # the median
+    found[2e-3] = [learned, learned, Trial("ok", 0.97, True), Trial("ok", 0.91, True)]
+    assert choose(base, "higher", 0, lookup_from(found), rates=RATES,
+                  rule=rule).chosen == {"lr": 2e-3}          # more seeds reach the target
+
+
+def test_two_rates_within_the_tie_tolerance_are_a_tie_broken_by_the_area_under_the_curve():
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    # validation BCE 0.0016 / 0.0015 / 0.0007: saturated; 4e-3 best by 9e-4 but learns last
+    found = {1e-3: [Trial("ok", 0.0016, None, 0.30)] * 2,
+             2e-3: [Trial("ok", 0.0015, None, 0.10)] * 2,
+             4e-3: [Trial("ok", 0.0007, None, 0.40)] * 2}
+    exact = choose(base, "lower", 0, lookup_from(found), rates=RATES)
+    assert exact.chosen == {"lr": 4e-3}
+    tied = choose(base, "lower", 0, lookup_from(found), rates=RATES, rule=Rule("lower", tie=0.002))
+    assert tied.chosen == {"lr": 2e-3}
+    for small in (0.0005, 0.0007):        # 2e-3 beyond the tolerance: 4e-3 is chosen on its value
+        assert choose(base, "lower", 0, lookup_from(found), rates=RATES,
+                      rule=Rule("lower", tie=small)).chosen == {"lr": 4e-3}
+    found[1e-3] = [Trial("ok", 0.0016, None, None)] * 2      # an area unknown: grid order
+    assert choose(base, "lower", 0, lookup_from(found), rates=RATES,
+                  rule=Rule("lower", tie=0.002)).chosen == {"lr": 4e-3}
+
+
+def test_the_rule_reads_reach_and_area_from_stopping_blocks_and_names_itself():
+    block = {"cap": 1000, "stop_step": 600, "eval_every": 200, "best_value": 0.9,
+             "curve": {"step": [200, 400, 600], "value": [0.3, 0.9, None]},
+             "target": 0.8, "target_step": 400}
+    assert curve_area(block) == pytest.approx((0.3 + 0.9 + 2 * 0.9) / 4)
+    assert trial("ok", 0.9, [block]) == Trial("ok", 0.9, True, pytest.approx(0.75))
+    missed = dict(block, target_step=None)
+    assert trial("ok", 0.9, [block, missed]).reached is False
+    assert trial("ok", 0.9, []) == Trial("ok", 0.9, None, None)
+    assert Rule("higher").text() == "worst cell at the rate, then best mean"
+    rule = Rule("higher", tie=0.01, target=0.9)
+    assert rule.text() == ("most tuning seeds reaching 0.9, then the median, rates within 0.01 a "
+                           "tie broken by the area under the validation curve, then best mean")
+    assert Rule.of("higher", rule.params()) == rule
+
+
+@pytest.mark.parametrize("tuning, message", [
+    ("bimodal = [\"suite_test_tuned\"]\nbimodal_seeds = 1",
+     r"config key 'bimodal_seeds' must give at least 2 tuning seeds for the bimodal tasks"),
+    ("bimodal = [\"elsewhere\"]", r"config key 'bimodal' names \['elsewhere'\], which have no"),
+    ("ties = {elsewhere = 0.1}", r"config key 'ties' names \['elsewhere'\]"),
+    ("ties = {suite_test_tuned = -1}", r"config key 'ties' must be >= 0"),
+])
+def test_bad_bimodal_and_tie_declarations_are_errors_naming_the_key_and_the_file(
+        tmp_path, tuning, message):
+    prof = profile(tmp_path / "p.toml")
+    text = prof.read_text().replace("max_extensions = 2", f"max_extensions = 2\n{tuning}")
+    prof.write_text(text)
+    with pytest.raises(ProfileError, match=message) as err:
+        load_profile(prof)
+    assert "p.toml" in str(err.value)
+
+
+def test_a_bimodal_task_is_tuned_on_its_own_seeds_and_needs_a_target(tmp_path):
+    bimodal = "max_extensions = 2\nbimodal = [\"suite_test_tuned\"]\nbimodal_seeds = 3"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", target=0.5)
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        plan = plan_run(load_profile(prof))
+        assert {p.cell.seed for p in plan.planned if p.cell.is_sweep} == {1000, 1001, 1002}
+        prof = profile(tmp_path / "q.toml")
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        with pytest.raises(ProfileError, match=r"q.toml: \[tuning\] bimodal names "
+                                               r"'suite_test_tuned', whose config has no target"):
+            plan_run(load_profile(prof))
+
+
+def test_a_tuned_run_on_a_bimodal_task_records_the_rule_and_each_rates_reach(tmp_path):
+    bimodal = "max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nties = {suite_test_tuned = 0.05}"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", target=0.9, scorers='"softmax"')
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        run(prof, tmp_path / "r")
+        block = reporting(tmp_path / "r")[0]["tuning"]
+    assert block["rule_params"] == {"tie": 0.05, "target": 0.9}
+    assert block["rule"].startswith("most tuning seeds reaching 0.9")
+    assert block["rate_reached"] == {"lr=0.00025": 0.0, "lr=0.0005": 0.0, "lr=0.001": 1.0,
+                                     "lr=0.002": 0.0}
+    assert block["point"] == {"lr": 1e-3}
+    assert len(block["sweep_cells"]) == 4 * 4
 
 
 def lookup_grid(values: dict[tuple[float, float], list[float]]):

@@ -43,6 +43,7 @@ class TunedTask(Task):
         log: str = ""                      # "run <sweep|report> <scorer> <seed> <lr>" per cell
         interrupt_marker: str = ""         # while it exists: delete it and raise KeyboardInterrupt
         sleep_s: float = 0.0               # after logging, before the result
+        target: float | None = None        # set: a stopping block, reached when value >= target
 
     def run(self, scorer, scorer_kwargs, seed, config, ctx: RunContext) -> TaskResult:
         if config.interrupt_marker and os.path.exists(config.interrupt_marker):
@@ -62,6 +63,12 @@ class TunedTask(Task):
         for step in range(1, config.steps + 1):
             curve.maybe(step, lambda: value * (step / config.steps) ** power)
         extra = {"validation": self.validation.block(value, 4, curve)}
+        if config.target is not None:
+            extra["train"] = {"stopping": {
+                "cap": config.steps, "stop_step": config.steps, "eval_every": 1,
+                "best_value": value, "curve": {"step": list(curve.step), "value": list(curve.value)},
+                "target": config.target,
+                "target_step": config.steps if value >= config.target else None}}
         if ctx.sweep:
             return TaskResult(metrics={}, extra=extra, step=config.steps)
         items = [value + config.eval_shift + 0.1 * i for i in range(-1, 2)]
