@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, compute_dtype, masked_fill_neg_inf
-from .forms import BlockedSpec, FlexSpec, LogitTransform
+from .forms import BlockedSpec, FlexSpec, Kernels, LogitTransform
 from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
 
@@ -94,20 +94,29 @@ class SSALogits(LogitTransform):
         return torch.div(dt, a1, out=dt).mul_(float(n)), dn
 
 
-class SSAForms:
-    """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
-    and dense kernels (scorers/fast/ssa.py), the blocked form (b folded into the queries' scale,
-    the transform :class:`SSALogits`; scorers/fast/blocked.py) and the FlexAttention score_mod
-    n sgn(s) log1p(b|s|)."""
+def ssa_kernels(parameters) -> Kernels:
+    """The kernels of a scorer whose weights are softmax(n sgn(s) log1p(b|s|)), from
+    ``parameters(dtype, device) -> (n, b)`` (1-element tensors): the SSA kernels themselves
+    (scorers/fast/ssa.py), the blocked form (b folded into the queries' scale, the transform
+    :class:`SSALogits`; scorers/fast/blocked.py) and the FlexAttention score_mod."""
 
-    def flex_spec(self, q, k, mask):
-        n, b_ = self.fused_ssa_parameters(torch.float32, q.device)
+    def flex(q, k, mask):
+        n, b_ = parameters(torch.float32, q.device)
         return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
 
-    def blocked_spec(self, q, k, mask):
-        n, b = self.fused_ssa_parameters(compute_dtype(q, k), q.device)
+    def blocked(q, k, mask):
+        n, b = parameters(compute_dtype(q, k), q.device)
         return BlockedSpec("softmax", query_scale=b / math.sqrt(q.shape[-1]),
                            transform=SSALogits(n))
+
+    return Kernels(ssa=parameters, blocked=blocked, flex=flex)
+
+
+class SSAForms:
+    """An SSA-family scorer's kernels, from its ``ssa_parameters(dtype, device) -> (n, b)``."""
+
+    def kernels(self):
+        return ssa_kernels(self.ssa_parameters)
 
 
 @register_scorer("ssa", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
@@ -141,7 +150,7 @@ class SSA(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (self.n_value(dtype).reshape(1).to(device),
                 self.b_value(dtype).reshape(1).to(device))
 
@@ -189,7 +198,7 @@ class SSAGPT2(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (self.n_value(dtype).reshape(1).to(device),
                 self.b_value(dtype).reshape(1).to(device))
 
@@ -201,6 +210,6 @@ class Stablemax(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, 1.0, 1.0)
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (torch.ones(1, dtype=dtype, device=device),
                 torch.ones(1, dtype=dtype, device=device))
