@@ -27,6 +27,25 @@ def ssa_transform(s: torch.Tensor, n=None, b=None) -> tuple[torch.Tensor, torch.
     return (t if n is None else t.mul_(n)), a
 
 
+def ssa_grad(dt: torch.Tensor, w: torch.Tensor, *, t: torch.Tensor | None = None,
+             s: torch.Tensor | None = None, out: torch.Tensor | None = None):
+    """SSA's derivative, written once: for t = n sgn(s) log1p(b|s|) and w = 1 + b|s|,
+
+        dt/ds = n b / w  (n b at s = 0),    dt/dn = t / n,    dt/db = n s / w.
+
+    From dt = dL/dt and the forward's w: ``(g, sum dt t, sum g s)`` with g = dt / w, so that
+    dL/ds = n b g, dL/dn = (sum dt t) / n and dL/db = n sum g s; a sum is None without its
+    ``t`` or ``s``. The reference's backward and every SSA kernel (blocked, dense, fused) take
+    their gradients from it, applying the scalars where they cost least (a kernel scales the
+    (L, d) gradients of q and k by n b rather than the (L, L) g); a kernel that folds b into the
+    queries passes w, t and s in its own variable b s. ``out``: where g goes (dt itself, to
+    overwrite it)."""
+    dn = None if t is None else torch.dot(dt.reshape(-1), t.reshape(-1))
+    g = torch.div(dt, w, out=out)
+    db = None if s is None else torch.dot(g.reshape(-1), s.reshape(-1))
+    return g, dn, db
+
+
 def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
     """sgn(s) log1p(b|s|), with derivative b at s = 0 when autograd traces it (torch.sign would
     give 0 there): the transform inside a FlexAttention score_mod, which is differentiated by
@@ -35,9 +54,9 @@ def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
 
 
 class SSATransform(torch.autograd.Function):
-    """t = n sgn(s) log1p(b|s|) in one node: dt/ds = n b / (1 + b|s|) (n b at s = 0),
-    dt/dn = sgn(s) log1p(b|s|), dt/db = n s / (1 + b|s|). Saves s only (the backward recomputes
-    |s|); a third of the elementwise passes of the same formula through ``signed_log1p``."""
+    """t = n sgn(s) log1p(b|s|) in one node, its backward :func:`ssa_grad`. Saves s only (the
+    backward recomputes |s|); a third of the elementwise passes of the same formula through
+    ``signed_log1p``."""
 
     @staticmethod
     def forward(ctx, s, n, b):
@@ -50,14 +69,13 @@ class SSATransform(torch.autograd.Function):
     def backward(ctx, grad):
         s, *tensors = ctx.saved_tensors
         n, b = (x if x is not None else tensors.pop(0) for x in ctx.n_b)
-        u = (s.abs() * b).add_(1.0).reciprocal_()
-        ds = grad * u * (n * b) if ctx.needs_input_grad[0] else None
-        dn = db = None
-        if ctx.needs_input_grad[1]:
-            dn = (grad * ssa_transform(s, None, b)[0]).sum().reshape(n.shape)
-        if ctx.needs_input_grad[2]:
-            db = (grad * s * u).sum().mul(n).reshape(b.shape)
-        return ds, dn, db
+        need_s, need_n, need_b = ctx.needs_input_grad
+        t = ssa_transform(s, n, b)[0] if need_n else None
+        g, dn, db = ssa_grad(grad, (s.abs() * b).add_(1.0), t=t,
+                             s=s if need_b else None)
+        return (g.mul_(n * b) if need_s else None,
+                None if dn is None else (dn / n).reshape(n.shape),
+                None if db is None else (db * n).reshape(b.shape))
 
 
 def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
@@ -67,7 +85,7 @@ def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
 
 class SSALogits(LogitTransform):
     """t log2 e = n u, u = sgn(s') log2(1 + |s'|), of s' = b s (b folded into the queries), for
-    the blocked form (scorers/fast/blocked.py): dt/ds' = n / (1 + |s'|), dt/dn = u ln 2. Base 2
+    the blocked form (scorers/fast/blocked.py), its gradient :func:`ssa_grad` in s'. Base 2
     leaves no factor log2 e to apply, the sign is copied, and the scale and the shift are one
     pass. On an Intel Xeon (2 threads, a (1, 8, 128, 1024) tile) log2 took 0.15 ms against
     log1p's 0.36 and copysign 0.14 against sign then multiply's 0.30, and ssa at (1, 8, 2048, 64)
@@ -90,8 +108,8 @@ class SSALogits(LogitTransform):
 
     def grad(self, kept, dt, n, needs=()):
         a1, u = kept
-        dn = torch.dot(dt.reshape(-1), u.reshape(-1)) * LN2 if needs and needs[0] else None
-        return torch.div(dt, a1, out=dt).mul_(float(n)), dn
+        g, dn, _ = ssa_grad(dt, a1, t=u if needs and needs[0] else None, out=dt)
+        return g.mul_(float(n)), (None if dn is None else dn * LN2)
 
 
 def ssa_kernels(parameters) -> Kernels:

@@ -13,7 +13,7 @@ import torch
 
 from ..base import Scorer, compute_dtype, has_empty_rows
 from ..forms import DEFAULT_BLOCK, FastForm, FastPathError, register_form
-from ..ssa import ssa_transform
+from ..ssa import ssa_grad, ssa_transform
 from .planning import block_bounds, causal_block_mask, is_plain_causal, module_device
 
 
@@ -76,11 +76,12 @@ class DenseSSA(torch.autograd.Function):
                 dv[..., :e, :] += torch.matmul(p.transpose(-1, -2), dob)
             g = torch.matmul(dob, v[..., :e, :].transpose(-1, -2))
             g.sub_(delta[..., i:j, :]).mul_(p)                             # dL/dt
-            if need_n:                                                     # dt/dn = t / n
-                dn += torch.dot(g.reshape(-1), t.reshape(-1))
-            g.div_(w)                                                      # dL/ds' / n
-            if need_b:                                                     # s' = sgn(t)(w - 1)
-                db += torch.dot(g.reshape(-1), (w - 1.0).copysign_(t).reshape(-1))
+            g, dn_b, db_b = ssa_grad(g, w, t=t if need_n else None,        # g: dL/ds' / n
+                                     s=(w - 1.0).copysign_(t) if need_b else None, out=g)
+            if need_n:
+                dn += dn_b
+            if need_b:
+                db += db_b
             if need_q:
                 dq[..., i:j, :] = torch.matmul(g, k[..., :e, :])
             if need_k:

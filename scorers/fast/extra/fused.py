@@ -1,8 +1,8 @@
 """``fused``: SSA attention as one ``autograd.Function`` over query blocks that see only their
 visible keys (scorers/fast/planning.py), for every scorer that declares an ``ssa`` kernel:
 logits, t = n sgn(s) log1p(b|s|) (:func:`scorers.ssa.ssa_transform`), ``softmax(t)``, ``P @ v``,
-and a hand-written backward (gradients for q, k, v, n and b), saving ``P``, ``u = 1/(1 + b|s|)``
-and (when n or b learn) ``t`` of the visible blocks only. Its elementwise kernels run compiled,
+and a backward through :func:`scorers.ssa.ssa_grad` (gradients for q, k, v, n and b), saving
+``P``, ``w = 1 + b|s|`` and (when n or b learn) ``t`` of the visible blocks only. Its elementwise kernels run compiled,
 or eagerly (``compiled=False``: same numbers, no compilation).
 """
 from __future__ import annotations
@@ -14,55 +14,52 @@ import torch
 
 from ...base import compute_dtype
 from ...forms import DEFAULT_BLOCK, FastForm, FastPathError, register_form
-from ...ssa import ssa_transform
+from ...ssa import ssa_grad, ssa_transform
 from ..planning import NEG_INF, plan_blocks
 from ..ssa import ssa_parameters
 
 
 def _ssa_t_all(s, n, b):
-    """t = n sgn(s) log1p(b|s|) and u = 1 / (1 + b|s|) = dt/ds / (n b) (one log1p per entry)."""
+    """t = n sgn(s) log1p(b|s|) and w = 1 + b|s| (one log1p per entry)."""
     t, a = ssa_transform(s, n, b)
-    return t, 1.0 / (1.0 + a)
+    return t, 1.0 + a
 
 
 def _ssa_p(s, n, b, visible, with_t: bool):
-    """softmax over visible keys of t (rows that see no key: zeros), u, and t if ``with_t``; one
+    """softmax over visible keys of t (rows that see no key: zeros), w, and t if ``with_t``; one
     compiled kernel writes P without a pass over t in between."""
-    t, u = _ssa_t_all(s, n, b)
+    t, w = _ssa_t_all(s, n, b)
     t = torch.where(visible, t, NEG_INF)
     empty = ~visible.any(-1, keepdim=True)
     p = torch.softmax(t.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
-    return (p, u, t) if with_t else (p, u)
+    return (p, w, t) if with_t else (p, w)
 
 
 def _ssa_p_all(s, n, b, with_t: bool):
-    t, u = _ssa_t_all(s, n, b)
+    t, w = _ssa_t_all(s, n, b)
     p = torch.softmax(t, dim=-1)
-    return (p, u, t) if with_t else (p, u)
+    return (p, w, t) if with_t else (p, w)
 
 
 def _ssa_p_causal(s, n, b, offset, with_t: bool):
     qi = torch.arange(s.shape[-2], device=s.device)[:, None] + offset
     ki = torch.arange(s.shape[-1], device=s.device)[None, :]
-    t, u = _ssa_t_all(s, n, b)
+    t, w = _ssa_t_all(s, n, b)
     t = torch.where(ki <= qi, t, NEG_INF)        # every row sees its own key: none is empty
     p = torch.softmax(t, dim=-1)
-    return (p, u, t) if with_t else (p, u)
+    return (p, w, t) if with_t else (p, w)
 
 
-def _ssa_grad_s(p, u, dp, delta, nb):
-    """ds = dt n b u with dt = P (dP - delta), dP = dO V^T, delta_i = sum_j dO_ij O_ij."""
-    return p * (dp - delta) * nb * u
+def _ssa_grad_s(p, w, dp, delta, nb):
+    """ds from dt = P (dP - delta), dP = dO V^T, delta_i = sum_j dO_ij O_ij."""
+    return ssa_grad(p * (dp - delta), w)[0] * nb
 
 
-def _ssa_grad_all(p, t, u, dp, delta, n, b):
-    """ds, and this block's dn = sum dt t / n and db = sum dt n sgn(t) (1 - u) / b
-    (b|s| u = 1 - u); masked entries (t = -inf, dt = 0) add nothing."""
-    dt = p * (dp - delta)
-    visible = t > NEG_INF
-    dn = torch.where(visible, dt * t, 0.0).sum() / n
-    db = torch.where(visible, dt * torch.sign(t) * (1.0 - u), 0.0).sum() * (n / b)
-    return dt * (n * b) * u, dn, db
+def _ssa_grad_all(p, t, w, dp, delta, n, b):
+    """ds, and this block's dn and db; masked entries (t = -inf, dt = 0) add nothing."""
+    g, dn, db = ssa_grad(p * (dp - delta), w, t=torch.where(t > NEG_INF, t, 0.0),
+                         s=(w - 1.0).copysign(t))
+    return g * (n * b), dn / n, db * (n / b)
 
 
 _EAGER_KERNELS = {"all": _ssa_p_all, "mask": _ssa_p, "causal": _ssa_p_causal,
@@ -80,7 +77,7 @@ def _kernel(name: str, compiled: bool) -> Callable:
 
 class FusedSSA(torch.autograd.Function):
     """SSA attention over query blocks (see :func:`fused_ssa_attend`). Saves, per block, P and
-    u = 1 / (1 + b|s|), and t when n or b needs a gradient."""
+    w = 1 + b|s|, and t when n or b needs a gradient."""
 
     @staticmethod
     def forward(ctx, q, k, v, n, b, mask, block_size, compiled):
@@ -127,17 +124,17 @@ class FusedSSA(torch.autograd.Function):
         dn = torch.zeros(1, dtype=out.dtype, device=out.device)
         db = torch.zeros(1, dtype=out.dtype, device=out.device)
         for index, (i, j, e) in enumerate(ctx.blocks):
-            p, u, *t = kept[per_block * index: per_block * (index + 1)]
+            p, w, *t = kept[per_block * index: per_block * (index + 1)]
             dob = do[:, i:j]
             dv[:, :e] += torch.bmm(p.transpose(1, 2), dob)
             dp = torch.bmm(dob, v3[:, :e].transpose(1, 2))
             if ctx.param_grads:
-                ds, dn_b, db_b = _kernel("grad_all", ctx.compiled)(p, t[0], u, dp, delta[:, i:j],
+                ds, dn_b, db_b = _kernel("grad_all", ctx.compiled)(p, t[0], w, dp, delta[:, i:j],
                                                                    n_, b_)
                 dn += dn_b
                 db += db_b
             else:
-                ds = _kernel("grad_s", ctx.compiled)(p, u, dp, delta[:, i:j], nb)
+                ds = _kernel("grad_s", ctx.compiled)(p, w, dp, delta[:, i:j], nb)
             dq[:, i:j] = torch.bmm(ds, k3[:, :e])
             dk[:, :e] += torch.bmm(ds.transpose(1, 2), q3[:, i:j])
         dq.mul_(scale)
