@@ -3,13 +3,15 @@
 guard only where a row is empty) equals the formula."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from scorers import LogitsScorer
 from scorers.base import has_empty_rows
 from scorers.fast import accelerate, fast_paths, flex_attend, use_reference
 from scorers.fast.policy import load_opt_in
-from scorers.forms import FlexSpec, Kernels, forms_of
+from scorers.forms import BlockedSpec, FlexSpec, Kernels, forms_of
 from scorers.ssa import SSATransform, signed_log1p
 
 from fast_support import TOL, assert_close, inputs, masks, run
@@ -174,3 +176,27 @@ def test_a_plugin_declares_a_fast_form_in_its_own_file_and_auto_picks_it(tmp_pat
             ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
             assert_close(ref, got, f"plugin form {mask_name}")
     assert "plugin_doubled_sdpa" not in scorers.fast.modes()
+
+
+class HalfTemperature(LogitsScorer):
+    """A scorer that declares only its reference and a blocked spec: softmax(s / 2)."""
+
+    name = "plugin_half_temperature"
+
+    def weights(self, s, mask):
+        return torch.softmax((s / 2).masked_fill(~mask, float("-inf")), dim=-1)
+
+    def kernels(self):
+        return Kernels(blocked=lambda q, k, mask: BlockedSpec(
+            "softmax", query_scale=0.5 / math.sqrt(q.shape[-1])))
+
+
+def test_a_scorer_with_only_a_blocked_spec_runs_blocked_under_auto_and_equals_its_reference():
+    scorer = HalfTemperature()
+    assert forms_of(scorer) == ("blocked",)
+    assert accelerate(scorer, "auto") == {"plugin_half_temperature": "blocked"}
+    q, k, v, g = inputs()
+    for mask_name, mask in masks().items():
+        got = run(scorer.attend, scorer, q, k, v, g, mask)
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"blocked-only plugin {mask_name}")
