@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .forms import FastForm, forms_for
+from .forms import NO_KERNELS, FastForm, Kernels, shipped_form
 
 
 def compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
@@ -56,22 +56,6 @@ class Scorer(nn.Module):
     version = 1
     causal_only = False
     description = ""
-    # What the fast forms need (scorers/forms.py): the name of this class's own fast_attend,
-    # whether weights compile, the partial-sort and the sort-free normalizers; flex_spec and
-    # fused_ssa_parameters are methods.
-    native_form = "native"
-    compilable = False
-    topk_normalizer: Callable | None = None
-    pivot_normalizer: Callable | None = None
-    # Whether the class ships its own fast_attend (set per class when it is defined).
-    has_fast_path = False
-    # Per instance, set by scorers.fast.accelerate: the FastForm attend runs (None: as shipped,
-    # i.e. fast_attend when the class has one, else reference_attend).
-    fast_form: FastForm | None = None
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.has_fast_path = cls.fast_attend is not Scorer.fast_attend
 
     def __init__(self, *, num_heads: int = 1, max_len: int = 1024):
         super().__init__()
@@ -79,43 +63,33 @@ class Scorer(nn.Module):
         self.max_len = max_len
         self.calls = 0
 
-    def fast_attend(self, q, k, v, mask):
-        raise NotImplementedError
-
     def reference_attend(self, q, k, v, mask=None):
         raise NotImplementedError
 
-    def flex_spec(self, q, k, mask):
-        """A FlexSpec (scorers/forms.py) when the scorer is a FlexAttention score_mod."""
-        raise NotImplementedError
+    def kernels(self) -> Kernels:
+        """What this scorer's fast forms need, as data (scorers/forms.py); none by default."""
+        return NO_KERNELS
 
-    def fused_ssa_parameters(self, dtype, device):
-        """(n, b), 1-element tensors, when the weights are softmax(n sgn(s) log1p(b|s|))."""
-        raise NotImplementedError
+    @property
+    def form(self) -> FastForm:
+        """The form ``attend`` runs: set once per model by ``scorers.fast.accelerate``; until
+        then the scorer's native path, else its reference."""
+        form = self.__dict__.get("_form")
+        if form is None:
+            form = self.__dict__["_form"] = shipped_form(self)
+        return form
 
-    def blocked_spec(self, q, k, mask):
-        """A BlockedSpec (scorers/forms.py) when the scorer has a blocked form with recompute."""
-        raise NotImplementedError
-
-    @classmethod
-    def fast_forms(cls) -> tuple[str, ...]:
-        """The forms this scorer declares: its ``native_form`` (when it has ``fast_attend``), then
-        every registered form (scorers/forms.py) that applies to it."""
-        return ((cls.native_form,) if cls.has_fast_path else ()) + forms_for(cls)
+    @form.setter
+    def form(self, form: FastForm | None) -> None:
+        self.__dict__["_form"] = form
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention output (B, H, Lq, Dv): the form ``fast_form`` holds, else the scorer's own
-        fast path when it has one, else the reference."""
+        """Attention output (B, H, Lq, Dv) through :attr:`form`."""
         self.calls += 1
         if self.causal_only and mask is not None:
             _check_causal(mask)
-        form = self.fast_form
-        if form is not None:
-            return form.attend(self, q, k, v, mask)
-        if self.has_fast_path:
-            return self.fast_attend(q, k, v, mask)
-        return self.reference_attend(q, k, v, mask)
+        return self.form.attend(self, q, k, v, mask)
 
     forward = attend
 
@@ -131,8 +105,6 @@ def _check_causal(mask: torch.Tensor) -> None:
 
 class LogitsScorer(Scorer):
     """A scorer that maps logits to weights; subclasses implement :meth:`weights`."""
-
-    compilable = True
 
     def weights(self, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Weights (B, H, Lq, Lk) from logits ``s``; every row of ``mask`` has a visible key."""

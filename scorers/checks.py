@@ -15,7 +15,7 @@ import torch
 from .attention import Attention
 from .base import LogitsScorer, Scorer, causal_mask
 from .plugins import one_line
-from .registry import create_scorer, get_scorer_class
+from .registry import create_scorer
 
 B, H, L, D = 2, 3, 17, 16
 MAX_LEN = 64
@@ -68,7 +68,7 @@ def masks(causal_only: bool) -> dict[str, torch.Tensor]:
 
 
 def both_paths(scorer):
-    return (False, True) if scorer.has_fast_path else (False,)
+    return (False, True) if scorer.kernels().native is not None else (False,)
 
 
 def set_fast(scorer, fast: bool) -> None:
@@ -223,7 +223,7 @@ def check_fp32_vs_fp64(name, kwargs=None, reference=None):
 # 7. Fast path equals the reference path (outputs and gradients).
 def check_fast_path(name, kwargs=None, reference=None):
     scorer = make_scorer(name, kwargs)
-    assert scorer.has_fast_path, f"{name} has no fast path"
+    assert scorer.kernels().native is not None, f"{name} has no fast path"
     upstream = torch.randn(B, H, L, D, generator=torch.Generator().manual_seed(3))
     for kind, mask in {**masks(scorer.causal_only), "none": None}.items():
         if mask is None and scorer.causal_only:
@@ -313,7 +313,8 @@ ALL_CHECKS = (check_exact_zeros, check_masked_key_invariance, check_bounds, chec
 
 
 def has_fast_path(name: str) -> bool:
-    return get_scorer_class(name).fast_attend is not Scorer.fast_attend
+    """The scorer's default instance declares a native kernel (its own fast path)."""
+    return create_scorer(name, num_heads=H, max_len=MAX_LEN).kernels().native is not None
 
 
 # What each check verifies, in the words of docs/scorers.md#scorer-checks.

@@ -1,31 +1,14 @@
-"""Fast forms: other ways to compute a scorer's attention, each equal to its ``reference_attend``.
+"""Fast forms: other ways to compute a scorer's attention, each equal to its reference.
 
-A scorer class declares what a form needs beside its formula (``Scorer.fast_forms()`` lists the
-forms that apply):
-
-- ``fast_attend(q, k, v, mask)``: its own path, run when no form is set (``native_form`` names it:
-  ``"sdpa"``, ``"linear"``);
-- ``flex_spec(q, k, mask) -> FlexSpec``: a FlexAttention ``score_mod`` (and a rescaling of the
-  softmax output by the log-sum-exp, for scorers that are not a softmax of transformed logits);
-- ``fused_ssa_parameters(dtype, device) -> (n, b)``: the weights are softmax(n sgn(s) log1p(b|s|))
-  with 1-element tensors n and b, so the SSA kernels apply;
-- ``topk_normalizer``: an ``entmax``-style function ``fn(s, dim=-1, k=None)`` equal to
-  ``weights`` on -inf-masked logits, for the partial-sort form;
-- ``pivot_normalizer``: a sort-free function ``fn(s, dim=-1)`` equal to ``weights`` on
-  -inf-masked logits (scorers/pivot.py), for the pivot form;
-- ``blocked_spec(q, k, mask) -> BlockedSpec``: the weights are a softmax of an elementwise logit
-  transform (with a sink logit or not, at a query scale that may depend on the row's softmax
-  entropy), a pointwise gate, sparsemax or alpha-entmax with alpha in (1, 2], softpick, the
-  signed softmax, the self-adjust softmax or sigmoid stick-breaking, so the blocked form with
-  recompute (scorers/fast/blocked.py, scorers/fast/blocked_sparse.py,
-  scorers/fast/blocked_rows.py, scorers/fast/blocked_stick.py) applies; an instance whose
-  settings it cannot run says so with ``blocked_available = False`` (entmax_bisect at a fixed
-  alpha > 2);
-- ``compilable = True``: ``weights`` can go through ``torch.compile`` (every logits-kind scorer).
+A scorer gets fast forms through two hooks: its reference (``weights(s, mask)`` for a
+logits-kind scorer, ``reference_attend`` for a module-kind one) and ``kernels()``, which returns
+a :class:`Kernels`: what the forms need, declared as data beside the formula. Each form names
+the field it runs (``FastForm.kernel``), so a form applies to a scorer exactly when that field is
+set; :func:`forms_of` lists them.
 
 A form is a :class:`FastForm` subclass registered by name (``@register_form``); the built-in ones
 live in ``scorers/fast/``, one module per kernel family, and ``scorers.fast.accelerate`` stores an
-instance on each scorer (``scorer.fast_form``), which ``Scorer.attend`` then calls.
+instance on each scorer (``scorer.form``), which ``Scorer.attend`` then calls.
 """
 from __future__ import annotations
 
@@ -112,25 +95,63 @@ class BlockedSpec:
     entropy_scale: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
+@dataclass(frozen=True)
+class Kernels:
+    """What a scorer's fast forms need, declared beside its formula (``Scorer.kernels()``); None:
+    the scorer has no such kernel. A spec that depends on the inputs is a function of
+    ``(q, k, mask)``, one that does not may be the spec itself.
+
+    - ``native``: ``(name, attend(q, k, v, mask))``, the scorer's own path, run when no form is
+      set (``"sdpa"``, ``"linear"``);
+    - ``blocked``: a :class:`BlockedSpec`, for the blocked form with recompute
+      (scorers/fast/blocked.py): a softmax of an elementwise logit transform (with a sink logit or
+      not, at a query scale that may depend on the row's softmax entropy), a pointwise gate,
+      sparsemax or alpha-entmax with alpha in (1, 2], softpick, the signed softmax, the
+      self-adjust softmax or sigmoid stick-breaking;
+    - ``flex``: a :class:`FlexSpec`, a FlexAttention ``score_mod`` (and a rescaling of the
+      softmax output by the log-sum-exp, for scorers that are not a softmax of transformed
+      logits);
+    - ``ssa``: ``(dtype, device) -> (n, b)``, 1-element tensors: the weights are
+      softmax(n sgn(s) log1p(b|s|)), so the SSA kernels apply (scorers/fast/ssa.py);
+    - ``pivot``: a sort-free normalizer ``fn(s, dim=-1)`` equal to ``weights`` on -inf-masked
+      logits (scorers/pivot.py);
+    - ``topk``: an ``entmax``-style normalizer ``fn(s, dim=-1, k=None)`` equal to ``weights`` on
+      -inf-masked logits, for the partial sort (scorers/fast/extra/topk.py)."""
+
+    native: tuple[str, Callable] | None = None
+    blocked: BlockedSpec | Callable[..., BlockedSpec] | None = None
+    flex: FlexSpec | Callable[..., FlexSpec] | None = None
+    ssa: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    pivot: Callable | None = None
+    topk: Callable | None = None
+
+
+def spec_for(kernel, q, k, mask):
+    """A declared spec for these inputs: ``kernel(q, k, mask)`` when it is a function."""
+    return kernel(q, k, mask) if callable(kernel) else kernel
+
+
+NO_KERNELS = Kernels()
+
+
 class FastForm:
     """One way to run a scorer's attention, equal to its reference.
 
-    A subclass says which scorers it covers (:meth:`applies_to`, from what the scorer class
-    declares), runs them (:meth:`attend`) and says what it costs to prepare: ``compiles`` (the
-    first call per scorer class and shape pays a ``torch.compile``, seconds to minutes on a CPU).
-    ``auto``: the device types on which ``accelerate(mode="auto")`` gives it to the scorers it
-    covers (scorers/fast/policy.py). An instance carries its options: ``block_size`` (query rows
-    per block; None: ``default_block``, which None leaves to the form) and ``compiled`` (False:
-    the same kernels, eagerly)."""
+    A subclass names the :class:`Kernels` field it runs (``kernel``: it applies to the scorers
+    that set it; a form that needs something else overrides :meth:`applies_to`), runs them
+    (:meth:`attend`) and says what it costs to prepare: ``compiles`` (the first call per scorer
+    class and shape pays a ``torch.compile``, seconds to minutes on a CPU). Where ``auto`` gives
+    the built-in forms is one table, ``scorers.fast.policy.AUTO``; a plugin's form lists in
+    ``auto`` the device types where ``auto`` may give it after those. An instance carries its
+    options: ``block_size`` (query rows per block; None: ``default_block``, which None leaves to
+    the form) and ``compiled`` (False: the same kernels, eagerly). ``opt_in``: a form outside the
+    default path (scorers/fast/extra/), which :func:`forms_of` leaves out unless asked."""
 
     name: ClassVar[str] = "?"            # set by @register_form
+    kernel: ClassVar[str | None] = None
+    opt_in: ClassVar[bool] = False
     compiles: ClassVar[bool] = False
     auto: ClassVar[tuple[str, ...]] = ()
-    # Per device type of ``auto``: the form runs only calls with fewer keys than this, and the
-    # next form ``auto`` finds runs the longer ones (:class:`ByLength`).
-    auto_below: ClassVar[dict[str, int]] = {}
-    # Device types on which ``auto`` gives the form even to a scorer with its own ``fast_attend``.
-    auto_over_native: ClassVar[tuple[str, ...]] = ()
     default_block: ClassVar[int | None] = DEFAULT_BLOCK
 
     def __init__(self, *, block_size: int | None = None, compiled: bool = True):
@@ -140,8 +161,8 @@ class FastForm:
 
     @classmethod
     def applies_to(cls, scorer) -> bool:
-        """True when the scorer (class or instance) declares what this form needs."""
-        raise NotImplementedError
+        """True when the scorer declares the kernel this form runs."""
+        return cls.kernel is not None and getattr(scorer.kernels(), cls.kernel) is not None
 
     @classmethod
     def available(cls, device: torch.device) -> bool:
@@ -184,6 +205,23 @@ class ReferenceForm(FastForm):
         return scorer.reference_attend(q, k, v, mask)
 
 
+class NativeForm(FastForm):
+    """The scorer's own path, ``Kernels.native`` (e.g. SDPA): what it runs as shipped."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def attend(self, scorer, q, k, v, mask):
+        return scorer.kernels().native[1](q, k, v, mask)
+
+
+def shipped_form(scorer) -> FastForm:
+    """What ``attend`` runs when no form is set: the scorer's native path, else its reference."""
+    native = scorer.kernels().native
+    return ReferenceForm() if native is None else NativeForm(native[0])
+
+
 FORMS: Registry[type[FastForm]] = Registry("fast form", error=FastPathError,
                                            listing="Forms: {names}.")
 
@@ -212,13 +250,13 @@ def get_form(name: str) -> type[FastForm]:
     return FORMS.get(name)
 
 
-def forms_for(scorer) -> tuple[str, ...]:
-    """The registered forms that apply to ``scorer`` (class or instance), in registration order."""
-    return tuple(name for name, form in FORMS.items() if form.applies_to(scorer))
-
-
-def scorer_class(scorer) -> type:
-    return scorer if isinstance(scorer, type) else type(scorer)
+def forms_of(scorer, *, opt_in: bool = False) -> tuple[str, ...]:
+    """The paths a scorer instance declares: its native one, then the registered forms that
+    apply to it, in registration order; ``opt_in``: the opt-in forms too, where registered."""
+    native = scorer.kernels().native
+    return ((native[0],) if native else ()) + tuple(
+        name for name, form in FORMS.items()
+        if (opt_in or not form.opt_in) and form.applies_to(scorer))
 
 
 def scoped():

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, row_count, visible_keys
-from .forms import BlockedSpec, FlexSpec
+from .forms import BlockedSpec, FlexSpec, Kernels
 from .registry import ScorerError, register_scorer
 
 
@@ -26,14 +26,14 @@ class Sigmoid(LogitsScorer):
     def weights(self, s, mask):
         return torch.sigmoid(s + self.bias)
 
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("sigmoid", bias=self.bias), flex=self.flex_spec)
+
     def flex_spec(self, q, k, mask):
         """softmax of logsigmoid(s + beta) times exp(lse) = sum_j sigmoid(s_ij + beta) v_j."""
         bias = torch.tensor([self.bias], device=q.device)
         return FlexSpec(lambda score, b, h, qi, ki: F.logsigmoid(score + bias[0]),
                         lambda out, lse: out * torch.exp(lse))
-
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("sigmoid", bias=self.bias)
 
 
 class _ReLULength(LogitsScorer):
@@ -50,6 +50,9 @@ class _ReLULength(LogitsScorer):
     def weights(self, s, mask):
         length = row_count(mask).to(s.dtype) if self.length == "visible" else float(self.max_len)
         return torch.relu(s.masked_fill(~mask, 0.0)) ** self.power / length
+
+    def kernels(self):
+        return Kernels(blocked=self.blocked_spec)
 
     def blocked_spec(self, q, k, mask):
         """relu(s)^p / L = relu(s / L^(1/p))^p: L^(-1/p) / sqrt(d) scales the queries."""
@@ -103,5 +106,6 @@ class StickBreaking(LogitsScorer):
             w = w + current * torch.exp(log_rest.sum(-1, keepdim=True))
         return w
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("stick_breaking" if self.attend_current else "stick_breaking_past")
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("stick_breaking" if self.attend_current
+                                           else "stick_breaking_past"))

@@ -1,6 +1,6 @@
 """Linear-attention scorers (module-kind): w_ij = phi(q_i)·phi(k_j) / sum_{k in V_i} phi(q_i)·phi(k_k).
 
-``weights_from_qk`` is the dense quadratic reference; ``fast_attend`` is the linear form
+``weights_from_qk`` is the dense quadratic reference; ``linear_attend`` is the linear form
 out_i = phi(q_i)·(sum_{j in V_i} phi(k_j) v_j^T) / max(eps, phi(q_i)·sum_{j in V_i} phi(k_j)), causal
 through chunks (intra-chunk quadratic plus a carried state). Padded keys have their features zeroed,
 so they never enter a sum. Masks that are not (rows) x (keys) [x causal] use the quadratic form.
@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import ModuleScorer, compute_dtype, full_mask
+from .forms import Kernels
 from .params import positive
 from .registry import ScorerError, register_scorer
 
@@ -54,7 +55,6 @@ class LinearScorer(ModuleScorer):
     """Shared quadratic reference and linear form; subclasses define the feature maps."""
 
     chunk = 64
-    native_form = "linear"
 
     def __init__(self, *, eps: float = 1e-6, **context):
         super().__init__(**context)
@@ -74,7 +74,10 @@ class LinearScorer(ModuleScorer):
             a = self.pair_scores(q.to(dtype), k.to(dtype)) * full_mask(q, k, mask)
             return a / a.sum(-1, keepdim=True).clamp(min=self.eps)
 
-    def fast_attend(self, q, k, v, mask):
+    def kernels(self):
+        return Kernels(native=("linear", self.linear_attend))
+
+    def linear_attend(self, q, k, v, mask):
         structure = mask_structure(full_mask(q, k, mask))
         if structure is None:
             return self.reference_attend(q, k, v, mask)

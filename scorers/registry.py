@@ -112,6 +112,8 @@ def resolve_scorers(spec: str) -> list[str]:
 
 def scorer_info(name: str) -> dict[str, Any]:
     """Metadata of a scorer, including the trainable parameters of a default instance."""
+    from .forms import forms_of
+
     cls = get_scorer_class(name)
     instance = cls(num_heads=2, max_len=64)
     params = {k: v for k, v in scorer_parameters(name).items() if k not in CONTEXT_KWARGS}
@@ -124,8 +126,8 @@ def scorer_info(name: str) -> dict[str, Any]:
         "causal_only": cls.causal_only,
         "trainable": [n for n, p in instance.named_parameters() if p.requires_grad],
         "parameters": {k: v for k, v in params.items()},
-        "fast_path": instance.has_fast_path,
-        "fast_forms": list(cls.fast_forms()),
+        "fast_path": instance.kernels().native is not None,
+        "fast_forms": list(forms_of(instance)),
         "paper": cls.paper,
         "version": cls.version,
         "description": cls.description,

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, masked_fill_neg_inf, zero_empty_rows
-from .forms import BlockedSpec, FlexSpec
+from .forms import BlockedSpec, FlexSpec, Kernels
 from .params import constant, per_head, positive
 from .registry import register_scorer
 
@@ -18,8 +18,6 @@ from .registry import register_scorer
 class SoftmaxPlusOne(LogitsScorer):
     """w_j = exp(s_j) / (exp(sigma) + sum_{k in V_i} exp(s_k)), sigma = 0 (a softmax over the
     visible logits and one sink logit sigma, with the sink's weight dropped)."""
-
-    native_form = "sdpa"
 
     def sink_logit(self, s: torch.Tensor) -> torch.Tensor:
         return s.new_zeros(())
@@ -35,7 +33,11 @@ class SoftmaxPlusOne(LogitsScorer):
             return None
         return torch.cat([mask.new_ones(*mask.shape[:-1], 1), mask], dim=-1)
 
-    def fast_attend(self, q, k, v, mask):
+    def kernels(self):
+        return Kernels(native=("sdpa", self.sdpa_attend), blocked=self.blocked_spec,
+                       flex=self.flex_spec)
+
+    def sdpa_attend(self, q, k, v, mask):
         return self.sdpa_with_sink_key(q, k, v, mask, k.new_zeros(*k.shape[:-2], 1, k.shape[-1]))
 
     def sdpa_with_sink_key(self, q, k, v, mask, sink_key, scale=None):
@@ -70,7 +72,7 @@ class LearnedSink(SoftmaxPlusOne):
     def sink_logit(self, s):
         return per_head(self.sink, s)
 
-    def fast_attend(self, q, k, v, mask):
+    def sdpa_attend(self, q, k, v, mask):
         """The sink key's logit is sigma_h for every query through one more coordinate: 1 on the
         queries, 0 on the keys, sigma_h sqrt(d) on the sink key, at SDPA's scale 1/sqrt(d). A bias
         column instead would make SDPA take a (B, H, Lq, Lk) float mask; q, k and v are padded
@@ -109,5 +111,5 @@ class Softpick(LogitsScorer):
         e = torch.exp(s.masked_fill(~mask, 0.0) - m) - torch.exp(-m)
         return torch.relu(e) / (e.abs().sum(-1, keepdim=True) + self.eps)
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("softpick", eps=self.eps)
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("softpick", eps=self.eps))

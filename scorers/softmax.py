@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from .base import (LogitsScorer, masked_fill_neg_inf, row_count, visible_keys,
                    zero_empty_rows)
-from .forms import BlockedSpec, FlexSpec
+from .forms import BlockedSpec, FlexSpec, Kernels
 from .params import constant, per_head, positive
 from .registry import ScorerError, register_scorer
 
@@ -18,17 +18,15 @@ from .registry import ScorerError, register_scorer
 class Softmax(LogitsScorer):
     """w_ij = exp(s_ij - m_i) / sum_{k in V_i} exp(s_ik - m_i), m_i = max_{k in V_i} s_ik."""
 
-    native_form = "sdpa"
-
     def weights(self, s, mask):
         return torch.softmax(masked_fill_neg_inf(s, mask), dim=-1)
 
-    def fast_attend(self, q, k, v, mask):
+    def sdpa_attend(self, q, k, v, mask):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return zero_empty_rows(out, mask)
 
-    def flex_spec(self, q, k, mask):
-        return FlexSpec()
+    def kernels(self):
+        return Kernels(native=("sdpa", self.sdpa_attend), flex=FlexSpec())
 
 
 @register_scorer("temperature_softmax", family="softmax", normalization="normalized",
@@ -36,8 +34,6 @@ class Softmax(LogitsScorer):
 class TemperatureSoftmax(LogitsScorer):
     """w = softmax(s / tau): tau fixed (> 0), or with ``learnable=True`` tau_h = exp(theta_h) per
     head, theta_h initialized to ln(tau) (theta = 0 gives tau = 1, i.e. softmax)."""
-
-    native_form = "sdpa"
 
     def __init__(self, *, tau: float = 1.0, learnable: bool = False, **context):
         super().__init__(**context)
@@ -54,7 +50,11 @@ class TemperatureSoftmax(LogitsScorer):
     def weights(self, s, mask):
         return torch.softmax(masked_fill_neg_inf(s * self.inverse_tau(s), mask), dim=-1)
 
-    def fast_attend(self, q, k, v, mask):
+    def kernels(self):
+        return Kernels(native=("sdpa", self.sdpa_attend), blocked=self.blocked_spec,
+                       flex=self.flex_spec)
+
+    def sdpa_attend(self, q, k, v, mask):
         if self.learnable:
             q = q * torch.exp(-self.log_tau.to(q.dtype)).view(-1, 1, 1)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -83,8 +83,6 @@ class SSMax(LogitsScorer):
     """Scalable-Softmax: w = softmax(sigma_h * ln(n_i) * s), n_i = number of keys row i sees;
     sigma_h learnable per head, initialized to 1/ln(max_len) (softmax at the training length)."""
 
-    native_form = "sdpa"
-
     def __init__(self, *, sigma: float | None = None, **context):
         super().__init__(**context)
         if sigma is None:
@@ -98,7 +96,11 @@ class SSMax(LogitsScorer):
         log_n = row_count(mask).to(s.dtype).log()
         return torch.softmax(masked_fill_neg_inf(per_head(self.sigma, s) * log_n * s, mask), dim=-1)
 
-    def fast_attend(self, q, k, v, mask):
+    def kernels(self):
+        return Kernels(native=("sdpa", self.sdpa_attend), blocked=self.blocked_spec,
+                       flex=self.flex_spec)
+
+    def sdpa_attend(self, q, k, v, mask):
         log_n = visible_keys(q, k, mask, q.dtype).log()
         q = q * (self.sigma.to(q.dtype).view(-1, 1, 1) * log_n)
         return zero_empty_rows(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), mask)
@@ -155,9 +157,10 @@ class AdaptiveTemperature(LogitsScorer):
         beta = adaptive_beta(entropy)
         return beta if self.beta_grad else beta.detach()
 
-    def blocked_spec(self, q, k, mask):
-        """softmax of beta(H_i) s: beta(H_i) / sqrt(d) scales query i, H_i from a pass before."""
-        return BlockedSpec("softmax", entropy_scale=self.beta)
+    def kernels(self):
+        """blocked: softmax of beta(H_i) s, beta(H_i) / sqrt(d) scaling query i, H_i from a pass
+        before."""
+        return Kernels(blocked=BlockedSpec("softmax", entropy_scale=self.beta))
 
 
 @register_scorer("sa_softmax", family="softmax", normalization="subnormalized",
@@ -188,8 +191,9 @@ class SASoftmax(LogitsScorer):
         hi = z.amax(-1, keepdim=True).clamp(min=0.0)
         return (z - lo) / (hi - lo).clamp(min=1e-10) * p
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("self_adjust_plain" if self.variant == "plain" else "self_adjust")
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("self_adjust_plain" if self.variant == "plain"
+                                           else "self_adjust"))
 
 
 @register_scorer("cog_signed", family="softmax", normalization="signed", paper="arXiv:2411.07176")
@@ -200,5 +204,5 @@ class CogSigned(LogitsScorer):
     def weights(self, s, mask):
         return torch.sign(s) * torch.softmax(masked_fill_neg_inf(s.abs(), mask), dim=-1)
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("signed_softmax")
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("signed_softmax"))

@@ -14,7 +14,7 @@ from entmax.root_finding import EntmaxBisectFunction
 
 from . import pivot
 from .base import LogitsScorer, masked_fill_neg_inf
-from .forms import BlockedSpec
+from .forms import BlockedSpec, Kernels
 from .params import constant
 from .registry import ScorerError, register_scorer
 
@@ -40,28 +40,24 @@ def fixed_alpha_bisection(alpha: float) -> type[EntmaxBisectFunction]:
 class Sparsemax(LogitsScorer):
     """w = [s - tau]_+ with sum_{V_i} w = 1: the Euclidean projection onto the simplex."""
 
-    topk_normalizer = staticmethod(entmax.sparsemax)
-    pivot_normalizer = staticmethod(pivot.sparsemax)
-
     def weights(self, s, mask):
         return entmax.sparsemax(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("sparsemax")
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("sparsemax"), pivot=pivot.sparsemax,
+                       topk=entmax.sparsemax)
 
 
 @register_scorer("entmax15", family="entmax", normalization="normalized", paper="arXiv:1905.05702")
 class Entmax15(LogitsScorer):
     """1.5-entmax: w = [s/2 - tau]_+^2 with sum_{V_i} w = 1 (exact sort-based solver)."""
 
-    topk_normalizer = staticmethod(entmax.entmax15)
-    pivot_normalizer = staticmethod(pivot.entmax15)
-
     def weights(self, s, mask):
         return entmax.entmax15(masked_fill_neg_inf(_fp32(s), mask), dim=-1)
 
-    def blocked_spec(self, q, k, mask):
-        return BlockedSpec("entmax15")
+    def kernels(self):
+        return Kernels(blocked=BlockedSpec("entmax15"), pivot=pivot.entmax15,
+                       topk=entmax.entmax15)
 
 
 @register_scorer("entmax_bisect", family="entmax", normalization="normalized",
@@ -107,13 +103,17 @@ class EntmaxBisect(LogitsScorer):
             return pivot.entmax_alpha(s, self.alpha, dim=dim)
         return self.bisection.apply(s, self.alpha, dim, self.n_iter, True)
 
-    @property
-    def blocked_available(self) -> bool:
-        return self.learn_alpha or self.alpha <= 2.0
+    def kernels(self):
+        """pivot: Newton steps in place of the bisection (alpha <= 2); blocked: alpha <= 2."""
+        blocked = None
+        if self.learn_alpha:
+            blocked = self.blocked_spec
+        elif self.alpha <= 2.0:
+            blocked = BlockedSpec("entmax_alpha", alpha=self.alpha)
+        return Kernels(blocked=blocked, pivot=self.pivot_normalizer)
 
     def blocked_spec(self, q, k, mask):
-        alpha = self.alpha_value(q) if self.learn_alpha else self.alpha
-        return BlockedSpec("entmax_alpha", alpha=alpha)
+        return BlockedSpec("entmax_alpha", alpha=self.alpha_value(q))
 
     def weights(self, s, mask):
         s = masked_fill_neg_inf(_fp32(s), mask)

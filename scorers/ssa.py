@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import LogitsScorer, compute_dtype, masked_fill_neg_inf
-from .forms import BlockedSpec, FlexSpec, LogitTransform
+from .forms import BlockedSpec, FlexSpec, Kernels, LogitTransform
 from .params import constant, inverse_softplus, positive
 from .registry import register_scorer
 
@@ -27,6 +27,25 @@ def ssa_transform(s: torch.Tensor, n=None, b=None) -> tuple[torch.Tensor, torch.
     return (t if n is None else t.mul_(n)), a
 
 
+def ssa_grad(dt: torch.Tensor, w: torch.Tensor, *, t: torch.Tensor | None = None,
+             s: torch.Tensor | None = None, out: torch.Tensor | None = None):
+    """SSA's derivative, written once: for t = n sgn(s) log1p(b|s|) and w = 1 + b|s|,
+
+        dt/ds = n b / w  (n b at s = 0),    dt/dn = t / n,    dt/db = n s / w.
+
+    From dt = dL/dt and the forward's w: ``(g, sum dt t, sum g s)`` with g = dt / w, so that
+    dL/ds = n b g, dL/dn = (sum dt t) / n and dL/db = n sum g s; a sum is None without its
+    ``t`` or ``s``. The reference's backward and every SSA kernel (blocked, dense, fused) take
+    their gradients from it, applying the scalars where they cost least (a kernel scales the
+    (L, d) gradients of q and k by n b rather than the (L, L) g); a kernel that folds b into the
+    queries passes w, t and s in its own variable b s. ``out``: where g goes (dt itself, to
+    overwrite it)."""
+    dn = None if t is None else torch.dot(dt.reshape(-1), t.reshape(-1))
+    g = torch.div(dt, w, out=out)
+    db = None if s is None else torch.dot(g.reshape(-1), s.reshape(-1))
+    return g, dn, db
+
+
 def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
     """sgn(s) log1p(b|s|), with derivative b at s = 0 when autograd traces it (torch.sign would
     give 0 there): the transform inside a FlexAttention score_mod, which is differentiated by
@@ -35,9 +54,9 @@ def signed_log1p(s: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
 
 
 class SSATransform(torch.autograd.Function):
-    """t = n sgn(s) log1p(b|s|) in one node: dt/ds = n b / (1 + b|s|) (n b at s = 0),
-    dt/dn = sgn(s) log1p(b|s|), dt/db = n s / (1 + b|s|). Saves s only (the backward recomputes
-    |s|); a third of the elementwise passes of the same formula through ``signed_log1p``."""
+    """t = n sgn(s) log1p(b|s|) in one node, its backward :func:`ssa_grad`. Saves s only (the
+    backward recomputes |s|); a third of the elementwise passes of the same formula through
+    ``signed_log1p``."""
 
     @staticmethod
     def forward(ctx, s, n, b):
@@ -50,14 +69,13 @@ class SSATransform(torch.autograd.Function):
     def backward(ctx, grad):
         s, *tensors = ctx.saved_tensors
         n, b = (x if x is not None else tensors.pop(0) for x in ctx.n_b)
-        u = (s.abs() * b).add_(1.0).reciprocal_()
-        ds = grad * u * (n * b) if ctx.needs_input_grad[0] else None
-        dn = db = None
-        if ctx.needs_input_grad[1]:
-            dn = (grad * ssa_transform(s, None, b)[0]).sum().reshape(n.shape)
-        if ctx.needs_input_grad[2]:
-            db = (grad * s * u).sum().mul(n).reshape(b.shape)
-        return ds, dn, db
+        need_s, need_n, need_b = ctx.needs_input_grad
+        t = ssa_transform(s, n, b)[0] if need_n else None
+        g, dn, db = ssa_grad(grad, (s.abs() * b).add_(1.0), t=t,
+                             s=s if need_b else None)
+        return (g.mul_(n * b) if need_s else None,
+                None if dn is None else (dn / n).reshape(n.shape),
+                None if db is None else (db * n).reshape(b.shape))
 
 
 def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
@@ -67,7 +85,7 @@ def ssa_weights(s: torch.Tensor, mask: torch.Tensor, n, b) -> torch.Tensor:
 
 class SSALogits(LogitTransform):
     """t log2 e = n u, u = sgn(s') log2(1 + |s'|), of s' = b s (b folded into the queries), for
-    the blocked form (scorers/fast/blocked.py): dt/ds' = n / (1 + |s'|), dt/dn = u ln 2. Base 2
+    the blocked form (scorers/fast/blocked.py), its gradient :func:`ssa_grad` in s'. Base 2
     leaves no factor log2 e to apply, the sign is copied, and the scale and the shift are one
     pass. On an Intel Xeon (2 threads, a (1, 8, 128, 1024) tile) log2 took 0.15 ms against
     log1p's 0.36 and copysign 0.14 against sign then multiply's 0.30, and ssa at (1, 8, 2048, 64)
@@ -90,24 +108,33 @@ class SSALogits(LogitTransform):
 
     def grad(self, kept, dt, n, needs=()):
         a1, u = kept
-        dn = torch.dot(dt.reshape(-1), u.reshape(-1)) * LN2 if needs and needs[0] else None
-        return torch.div(dt, a1, out=dt).mul_(float(n)), dn
+        g, dn, _ = ssa_grad(dt, a1, t=u if needs and needs[0] else None, out=dt)
+        return g.mul_(float(n)), (None if dn is None else dn * LN2)
+
+
+def ssa_kernels(parameters) -> Kernels:
+    """The kernels of a scorer whose weights are softmax(n sgn(s) log1p(b|s|)), from
+    ``parameters(dtype, device) -> (n, b)`` (1-element tensors): the SSA kernels themselves
+    (scorers/fast/ssa.py), the blocked form (b folded into the queries' scale, the transform
+    :class:`SSALogits`; scorers/fast/blocked.py) and the FlexAttention score_mod."""
+
+    def flex(q, k, mask):
+        n, b_ = parameters(torch.float32, q.device)
+        return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
+
+    def blocked(q, k, mask):
+        n, b = parameters(compute_dtype(q, k), q.device)
+        return BlockedSpec("softmax", query_scale=b / math.sqrt(q.shape[-1]),
+                           transform=SSALogits(n))
+
+    return Kernels(ssa=parameters, blocked=blocked, flex=flex)
 
 
 class SSAForms:
-    """The fast forms of an SSA-family scorer, from its ``fused_ssa_parameters``: the fused
-    and dense kernels (scorers/fast/ssa.py), the blocked form (b folded into the queries' scale,
-    the transform :class:`SSALogits`; scorers/fast/blocked.py) and the FlexAttention score_mod
-    n sgn(s) log1p(b|s|)."""
+    """An SSA-family scorer's kernels, from its ``ssa_parameters(dtype, device) -> (n, b)``."""
 
-    def flex_spec(self, q, k, mask):
-        n, b_ = self.fused_ssa_parameters(torch.float32, q.device)
-        return FlexSpec(lambda score, b, h, qi, ki: n[0] * signed_log1p(score, b_[0]))
-
-    def blocked_spec(self, q, k, mask):
-        n, b = self.fused_ssa_parameters(compute_dtype(q, k), q.device)
-        return BlockedSpec("softmax", query_scale=b / math.sqrt(q.shape[-1]),
-                           transform=SSALogits(n))
+    def kernels(self):
+        return ssa_kernels(self.ssa_parameters)
 
 
 @register_scorer("ssa", family="ssa", normalization="normalized", paper="arXiv:2508.14685")
@@ -141,7 +168,7 @@ class SSA(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (self.n_value(dtype).reshape(1).to(device),
                 self.b_value(dtype).reshape(1).to(device))
 
@@ -189,7 +216,7 @@ class SSAGPT2(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, self.n_value(s.dtype), self.b_value(s.dtype))
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (self.n_value(dtype).reshape(1).to(device),
                 self.b_value(dtype).reshape(1).to(device))
 
@@ -201,6 +228,6 @@ class Stablemax(SSAForms, LogitsScorer):
     def weights(self, s, mask):
         return ssa_weights(s, mask, 1.0, 1.0)
 
-    def fused_ssa_parameters(self, dtype, device):
+    def ssa_parameters(self, dtype, device):
         return (torch.ones(1, dtype=dtype, device=device),
                 torch.ones(1, dtype=dtype, device=device))

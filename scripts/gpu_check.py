@@ -96,7 +96,7 @@ def check(path: str, name: str, kwargs: dict, shape, device, backward: bool) -> 
     gen = torch.Generator().manual_seed(0)
     q, k, v, g = (torch.randn(b, h, length, d, generator=gen).to(device) for _ in range(4))
     if path == "native":
-        fn = scorer.fast_attend
+        fn = scorer.kernels().native[1]
     else:
         form = get_form(path)(block_size=64)
         fn = lambda q, k, v, m: form.attend(scorer, q, k, v, m)  # noqa: E731
@@ -135,7 +135,7 @@ def plan(device) -> list[tuple[str, str, dict]]:
     """(path, scorer, kwargs) in priority order: the FlexAttention score_mods, the fused SSA
     family, the topk entmax paths, the eager dense SSA and pivot forms, the scorers ``auto``
     leaves on the reference (compiled), the native paths (SDPA, linear), each as the scorers
-    declare them (``fast_forms()``)."""
+    declare them (``scorers.forms.forms_of``)."""
     from scorers.fast import choose_path
 
     flex = scorers_with("flex")

@@ -13,7 +13,8 @@ SSA_FAMILY = [("ssa", {}), ("ssa", {"learn_b": True}), ("ssa", {"learn_n": False
 def ssa_form(scorer, form: str, block_size: int):
     """``attend(q, k, v, mask)`` of the SSA-family ``scorer`` through its ``fused`` form (eager
     kernels) or its ``dense`` form, with query blocks of ``block_size`` rows."""
-    from scorers.fast import dense_ssa_attend, fused_ssa_attend, ssa_parameters
+    from scorers.fast import dense_ssa_attend, ssa_parameters
+    from scorers.fast.extra import fused_ssa_attend
 
     def fn(q, k, v, mask):
         n, b = ssa_parameters(scorer, torch.float64 if q.dtype == torch.float64 else torch.float32)

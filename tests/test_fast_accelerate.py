@@ -2,17 +2,24 @@
 computes the same thing."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import scorers
 from scorers.fast import (FastPathError, accelerate, choose_form, choose_path, fast_paths,
                           is_plain_causal, restore, use_reference)
+from scorers.fast.policy import load_opt_in
+from scorers.forms import forms_of
 from scorers.fast.tiles import RECOMPUTE_FROM_KEYS
 from scorer_checks import make_scorer
 
 from fast_support import inputs, masks
 
+ROOT = Path(__file__).resolve().parents[1]
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 # auto on a CPU: the SSA family runs dense below the recompute length, blocked from there.
 BY_LENGTH = f"dense<{RECOMPUTE_FROM_KEYS['cpu']}|blocked"
@@ -53,16 +60,29 @@ def test_paths(name, mode, device, path):
 
 
 def test_forms_are_declared_by_the_scorers():
-    assert scorers.get_scorer_class("ssa").fast_forms() == ("blocked", "fused", "dense", "flex",
-                                                           "compile")
-    assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
-    assert scorers.get_scorer_class("entmax15").fast_forms() == ("blocked", "topk", "pivot",
-                                                                "compile")
-    assert scorers.get_scorer_class("entmax_bisect").fast_forms() == ("blocked", "pivot",
-                                                                     "compile")
-    assert scorers.get_scorer_class("cosformer").fast_forms() == ("linear",)
-    assert scorers.get_scorer_class("relu").fast_forms() == ("blocked", "compile")
-    assert scorers.get_scorer_class("softpick").fast_forms() == ("blocked", "compile")
+    assert forms_of(make_scorer("ssa")) == ("blocked", "dense", "flex")
+    assert forms_of(make_scorer("softmax")) == ("sdpa", "flex")
+    assert forms_of(make_scorer("entmax15")) == ("blocked", "pivot")
+    assert forms_of(make_scorer("entmax_bisect")) == ("blocked", "pivot")
+    assert forms_of(make_scorer("entmax_bisect", {"alpha": 3.0})) == ("pivot",)
+    assert forms_of(make_scorer("cosformer")) == ("linear",)
+    assert forms_of(make_scorer("relu")) == ("blocked",)
+    load_opt_in()
+    assert forms_of(make_scorer("ssa"), opt_in=True) == ("blocked", "dense", "flex", "compile",
+                                                         "fused")
+    assert forms_of(make_scorer("entmax15"), opt_in=True) == ("blocked", "pivot", "compile",
+                                                              "topk")
+    assert forms_of(make_scorer("softpick"), opt_in=True) == ("blocked", "compile")
+
+
+def test_training_under_auto_never_imports_the_opt_in_forms():
+    """auto and off choose from the default forms alone; scorers.fast.extra stays unimported
+    (a fresh interpreter: another test may have imported it here)."""
+    code = ("import sys, scorers; from scorers.fast import accelerate\n"
+            "m = scorers.Attention(16, 2, 'ssa'); accelerate(m, 'auto'); accelerate(m, 'off')\n"
+            "assert 'scorers.fast.extra' not in sys.modules\n"
+            "from scorers.fast import modes; assert {'fused', 'topk', 'compile'} <= set(modes())")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_a_setting_a_form_cannot_run_goes_to_the_next_form():
@@ -108,7 +128,7 @@ def test_model_keeps_parameters_class_and_output_and_restores():
     restore(layers)
     assert fast_paths(layers) == {"0.scorer": "reference", "1.scorer": "reference",
                                   "2.scorer": "sdpa"}
-    assert "fast_form" not in layers[0].scorer.__dict__
+    assert layers[0].scorer.form.name == "reference"
 
 
 def test_a_mixed_model_reports_every_path_of_a_scorer_name():
@@ -188,7 +208,7 @@ def test_auto_picks_the_form_by_the_number_of_keys(monkeypatch, keys, runs):
     scorer = make_scorer("ssa", num_heads=1)
     accelerate(scorer, "auto")
     ran = []
-    for form in (scorer.fast_form.short, scorer.fast_form.long):
+    for form in (scorer.form.short, scorer.form.long):
         monkeypatch.setattr(form, "attend", lambda *a, f=form, inner=form.attend: (
             ran.append(f.name), inner(*a))[1])
     q, k, v = (torch.randn(1, 1, n, 4, dtype=torch.float64) for n in (3, keys, keys))

@@ -16,7 +16,8 @@ from scorers.fast.blocked import blocked_attend, gate_attend, softmax_attend
 from scorers.fast import blocked_sparse
 from scorers.fast.blocked_sparse import sparse_attend
 from scorers.fast.tiles import BlockedError, plan_tiles
-from scorers.fast import accelerate, fast_paths
+from scorers.fast import accelerate, fast_paths, scorers_with
+from scorers.forms import spec_for
 from scorer_checks import make_scorer
 
 from fast_support import assert_close, inputs, masks, run
@@ -47,14 +48,13 @@ SHAPES = [(17, 17), (9, 17)]
 
 def blocked(scorer, block_size, key_block, recompute):
     def fn(q, k, v, mask):
-        return blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask,
+        return blocked_attend(spec_for(scorer.kernels().blocked, q, k, mask), q, k, v, mask,
                               block_size=block_size, key_block=key_block, recompute=recompute)
     return fn
 
 
 def test_the_declaring_scorers():
-    declared = {n for n in scorers.list_scorers()
-                if "blocked" in scorers.get_scorer_class(n).fast_forms()}
+    declared = set(scorers_with("blocked"))
     assert declared == {name for name, _ in DECLARED}
 
 
@@ -259,7 +259,7 @@ def test_every_declared_logit_transform_is_nondecreasing(name, kwargs):
     """The form takes a row's largest t as f of its largest s (scorers/forms.py)."""
     scorer = make_scorer(name, kwargs).double()
     q, k, _, _ = inputs(torch.float64)
-    spec = scorer.blocked_spec(q, k, None)
+    spec = spec_for(scorer.kernels().blocked, q, k, None)
     s = torch.cat([torch.tensor([float("-inf"), torch.finfo(torch.float64).min],
                                 dtype=torch.float64),
                    torch.linspace(-1e4, 1e4, 40001, dtype=torch.float64) ** 3 / 1e8])
@@ -351,7 +351,7 @@ def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
     mask = torch.tensor([[True] * 4, [True, True, False, False], [False, False, True, True]])
     mask = mask[None, None]
     want = scorer.weights_from_logits(q @ k.transpose(-1, -2), mask)
-    got = blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask, key_block=2,
+    got = blocked_attend(spec_for(scorer.kernels().blocked, q, k, mask), q, k, v, mask, key_block=2,
                          recompute=True)
     assert torch.isfinite(got).all()
     assert (got - want).abs().max().item() <= 1e-12 * max(1.0, want.abs().max().item())

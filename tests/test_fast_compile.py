@@ -1,4 +1,4 @@
-"""The compile path (scorers.fast.compiled_attend): every logits-kind scorer's own weights under
+"""The compile path (scorers.fast.extra.compiled_attend): every logits-kind scorer's own weights under
 torch.compile, on query blocks that only see the keys their rows can see, equals its reference.
 
 The block plan is checked for every scorer without compiling (``compiled=False`` runs the same
@@ -10,7 +10,8 @@ import pytest
 
 import scorers
 from scorers.base import LogitsScorer
-from scorers.fast import FastPathError, compiled_attend
+from scorers.fast import FastPathError
+from scorers.fast.extra import compiled_attend
 from scorer_checks import configs, make_scorer
 
 from fast_support import assert_close, inputs, masks, run

@@ -1,10 +1,12 @@
-"""FlexAttention score_mods (each scorer's ``flex_spec``) equal each scorer's reference.
+"""FlexAttention score_mods (each scorer's ``flex`` kernel) equal each scorer's reference.
 
 On CPU FlexAttention runs forward only (torch 2.13): the uncompiled flex_attention runs the same
 score_mod through its reference implementation, so these tests check the score_mods and the
 log-sum-exp rescaling; scripts/gpu_check.py checks forward and backward of the compiled kernels
 on CUDA."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -53,13 +55,13 @@ def test_a_wrong_score_mod_is_caught():
     """The comparison above can fail: SSA with n off by 1% is detected."""
     scorer = make_scorer("ssa")
     q, k, v, _ = inputs()
-    original = scorer.flex_spec
+    kernels = scorer.kernels()
 
     def off(q, k, mask):
-        spec = original(q, k, mask)
+        spec = kernels.flex(q, k, mask)
         return FlexSpec(lambda score, b, h, qi, ki: 1.01 * spec.score_mod(score, b, h, qi, ki))
 
-    scorer.flex_spec = off
+    scorer.kernels = lambda: dataclasses.replace(kernels, flex=off)
     with torch.no_grad():
         got = flex_attend(scorer, q, k, v, masks()["causal"], compiled=False)
     ref = scorer.reference_attend(q, k, v, masks()["causal"]).detach()

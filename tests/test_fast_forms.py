@@ -3,12 +3,15 @@
 guard only where a row is empty) equals the formula."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from scorers import LogitsScorer
 from scorers.base import has_empty_rows
 from scorers.fast import accelerate, fast_paths, flex_attend, use_reference
-from scorers.forms import FlexSpec
+from scorers.fast.policy import load_opt_in
+from scorers.forms import BlockedSpec, FlexSpec, Kernels, forms_of
 from scorers.ssa import SSATransform, signed_log1p
 
 from fast_support import TOL, assert_close, inputs, masks, run
@@ -23,22 +26,25 @@ class HalfSSA(LogitsScorer):
         t = 2.0 * torch.sign(s) * torch.log1p(0.5 * s.abs())
         return torch.softmax(t.masked_fill(~mask, float("-inf")), dim=-1)
 
-    def fused_ssa_parameters(self, dtype, device):
+    def kernels(self):
+        return Kernels(ssa=self.ssa_parameters,
+                       flex=FlexSpec(lambda score, b, h, qi, ki: 2.0 * signed_log1p(score, 0.5)))
+
+    def ssa_parameters(self, dtype, device):
         return (torch.full((1,), 2.0, dtype=dtype, device=device),
                 torch.full((1,), 0.5, dtype=dtype, device=device))
-
-    def flex_spec(self, q, k, mask):
-        return FlexSpec(lambda score, b, h, qi, ki: 2.0 * signed_log1p(score, 0.5))
 
 
 def test_a_plugin_scorer_declares_fast_forms_and_accelerate_runs_them():
     scorer = HalfSSA()
-    assert HalfSSA.fast_forms() == ("fused", "dense", "flex", "compile")
+    load_opt_in()
+    assert forms_of(scorer) == ("dense", "flex")
+    assert forms_of(scorer, opt_in=True) == ("dense", "flex", "compile", "fused")
     assert accelerate(scorer, "auto", block_size=4) == {"plugin_half_ssa": "dense"}
-    assert scorer.fast_form.name == "dense" and type(scorer) is HalfSSA
+    assert scorer.form.name == "dense" and type(scorer) is HalfSSA
     q, k, v, g = inputs()
     for mask_name, mask in masks().items():
-        scorer.fast_form = None
+        scorer.form = None
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         for form in ("fused", "dense"):
             accelerate(scorer, form, block_size=4, compiled=False)
@@ -53,14 +59,15 @@ def test_a_plugin_scorer_declares_fast_forms_and_accelerate_runs_them():
 def test_a_plugin_scorer_without_forms_stays_on_the_reference():
     class Bare(LogitsScorer):
         name = "plugin_bare"
-        compilable = False
 
         def weights(self, s, mask):
             return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
 
-    assert Bare.fast_forms() == ()
+    load_opt_in()
+    assert forms_of(Bare()) == ()
+    assert forms_of(Bare(), opt_in=True) == ("compile",)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), Bare())
-    for mode in ("auto", "fused", "compile"):
+    for mode in ("auto", "off", "blocked", "fused", "pivot"):
         assert accelerate(model, mode) == {"plugin_bare": "reference"}
     assert fast_paths(model) == {"1": "reference"}
 
@@ -151,12 +158,12 @@ def test_a_plugin_declares_a_fast_form_in_its_own_file_and_auto_picks_it(tmp_pat
 
     path = tmp_path / "doubled.py"
     path.write_text(PLUGIN)
+    load_opt_in()
     with registry.scoped(), forms.scoped():
         assert scorers.load_plugin(path, report=False)
         assert "plugin_doubled_sdpa" in scorers.fast.modes()
-        assert scorers.get_scorer_class("plugin_doubled").fast_forms() == (
-            "compile", "plugin_doubled_sdpa")
-        assert scorers.get_scorer_class("softmax").fast_forms() == ("sdpa", "flex", "compile")
+        assert forms_of(scorers.create_scorer("plugin_doubled")) == ("plugin_doubled_sdpa",)
+        assert forms_of(scorers.create_scorer("softmax")) == ("sdpa", "flex")
         model = torch.nn.ModuleList([scorers.Attention(16, 2, "plugin_doubled"),
                                      scorers.Attention(16, 2, "ssa")])
         assert accelerate(model, "auto") == {"plugin_doubled": "plugin_doubled_sdpa",
@@ -169,3 +176,27 @@ def test_a_plugin_declares_a_fast_form_in_its_own_file_and_auto_picks_it(tmp_pat
             ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
             assert_close(ref, got, f"plugin form {mask_name}")
     assert "plugin_doubled_sdpa" not in scorers.fast.modes()
+
+
+class HalfTemperature(LogitsScorer):
+    """A scorer that declares only its reference and a blocked spec: softmax(s / 2)."""
+
+    name = "plugin_half_temperature"
+
+    def weights(self, s, mask):
+        return torch.softmax((s / 2).masked_fill(~mask, float("-inf")), dim=-1)
+
+    def kernels(self):
+        return Kernels(blocked=lambda q, k, mask: BlockedSpec(
+            "softmax", query_scale=0.5 / math.sqrt(q.shape[-1])))
+
+
+def test_a_scorer_with_only_a_blocked_spec_runs_blocked_under_auto_and_equals_its_reference():
+    scorer = HalfTemperature()
+    assert forms_of(scorer) == ("blocked",)
+    assert accelerate(scorer, "auto") == {"plugin_half_temperature": "blocked"}
+    q, k, v, g = inputs()
+    for mask_name, mask in masks().items():
+        got = run(scorer.attend, scorer, q, k, v, g, mask)
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"blocked-only plugin {mask_name}")

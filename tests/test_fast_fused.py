@@ -1,12 +1,13 @@
-"""The fused SSA path (scorers.fast.FusedSSA) equals each SSA-family scorer's reference; the
+"""The fused SSA path (scorers.fast.extra.FusedSSA) equals each SSA-family scorer's reference; the
 checks both SSA forms share (fused and dense) run here for both."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from scorers.fast import (FastPathError, block_bounds, dense_ssa_attend, fused_ssa_attend,
-                          plan_blocks, ssa_parameters)
+from scorers.fast import (FastPathError, block_bounds, dense_ssa_attend, plan_blocks,
+                          ssa_parameters)
+from scorers.fast.extra import fused_ssa_attend
 from scorer_checks import make_scorer
 
 from fast_support import L, SSA_FAMILY as FAMILY, assert_close, inputs, masks, run, ssa_form

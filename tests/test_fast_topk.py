@@ -7,7 +7,8 @@ import entmax
 import pytest
 import torch
 
-from scorers.fast import FastPathError, topk_attend, topk_weights
+from scorers.fast import FastPathError
+from scorers.fast.extra import topk_attend, topk_weights
 from scorer_checks import make_scorer
 
 from fast_support import assert_close, inputs, masks, run

@@ -322,7 +322,7 @@ def test_linear_form_equals_quadratic_across_chunks(name):
     q, k, v = (rand(2, 3, n, 8, seed=i) for i in range(3))
     scorer = create_scorer(name, max_len=256)
     for kind, mask in long_masks(n).items():
-        fast = scorer.fast_attend(q, k, v, mask)
+        fast = scorer.linear_attend(q, k, v, mask)
         quadratic = scorer.reference_attend(q, k, v, mask)
         assert (fast - quadratic).abs().max() <= 1e-12, kind
 
@@ -341,7 +341,7 @@ def test_cosformer_prefix_needs_a_fixed_l_max():
 def test_cosformer_refuses_sequences_longer_than_l_max():
     q = rand(1, 1, 20, 4, dtype=torch.float32)
     scorer = create_scorer("cosformer", max_len=16)
-    for path in (scorer.fast_attend, scorer.reference_attend):
+    for path in (scorer.linear_attend, scorer.reference_attend):
         with pytest.raises(ScorerError, match="max_len"):
             path(q, q, q, causal_mask(20))
 

@@ -1,5 +1,5 @@
 """The ``blocked`` form: attention with recompute, memory that grows like softmax's, in eager
-PyTorch, for every scorer that declares ``blocked_spec`` (scorers/forms.py).
+PyTorch, for every scorer that declares a ``blocked`` kernel (scorers/forms.py).
 
 The logits ``s = q k^T`` are made one tile at a time, query rows ``[i, j)`` by keys ``[a, b)``
 (tiles.py), never as a whole (Lq, Lk) matrix. The forward keeps only per-row statistics; the
@@ -39,9 +39,9 @@ import math
 
 import torch
 
-from ..base import Scorer, compute_dtype
+from ..base import compute_dtype
 from ..forms import (IDENTITY, LOG2E, BlockedSpec, FastForm, LogitTransform, register_form,
-                     scorer_class)
+                     spec_for)
 from .blocked_rows import ROW_KINDS, entropy_scale, rows_attend
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
 from .blocked_stick import STICK_KINDS, stick_breaking_attend
@@ -275,7 +275,7 @@ def gate_attend(q, k, v, mask=None, *, gate: str, bias: float = 0.0, query_scale
 
 def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | None = None,
                    key_block: int | None = None, recompute: bool | None = None):
-    """Run the blocked form ``spec`` (a scorer's ``blocked_spec(q, k, mask)``)."""
+    """Run the blocked form ``spec`` (a scorer's ``blocked`` kernel for these inputs)."""
     options = dict(block_size=block_size, key_block=key_block, recompute=recompute)
     if spec.kind == "softmax":
         scale = spec.query_scale
@@ -301,13 +301,6 @@ def blocked_attend(spec: BlockedSpec, q, k, v, mask=None, *, block_size: int | N
                        f"{', '.join(STICK_KINDS)}")
 
 
-def declares_blocked(scorer) -> bool:
-    """The scorer (class or instance) declares ``blocked_spec``, and an instance's settings allow
-    it (``blocked_available``)."""
-    return (scorer_class(scorer).blocked_spec is not Scorer.blocked_spec
-            and (isinstance(scorer, type) or getattr(scorer, "blocked_available", True)))
-
-
 # Measured in one sitting (forward+backward, causal, fp32, 2 threads, median of 7, ratio to SDPA
 # at (8,8,128,32) / (4,8,512,64) / (1,8,2048,64); time / peak memory at 2,048):
 # - ssa 1.35 / 0.95 / 1.03 (memory 1.05x) against dense's 1.20 / 0.93 / 0.69 (5.8x), hence
@@ -317,7 +310,7 @@ def declares_blocked(scorer) -> bool:
 # - sigmoid 0.98 / 0.68 / 0.80 (0.95x) against the reference's 1.12 / 2.80 / 2.69 (10x);
 # - temperature_softmax 1.00 / 0.85 / 0.79 (0.74x), ssmax 1.09 / 0.76 / 0.90 and learned_sink
 #   0.96 / 0.76 / 0.80 against their SDPA paths' 1.13 / 0.98 / 1.01 (1.21x), 1.17 / 1.07 / 1.03
-#   (1.32x) and 1.69 / 1.27 / 1.11 (1.66x), hence ``auto_over_native``.
+#   (1.32x) and 1.69 / 1.27 / 1.11 (1.66x), hence ``over_native`` in auto's table.
 # With the row maximum taken from the logits and 128-row blocks where the weights are recomputed
 # (tiles.py), a later sitting read at 2,048 keys ssa 0.87 (1.17x), sparsemax 1.00, entmax15 1.18,
 # sigmoid 0.66, temperature_softmax 0.71, ssmax 0.76 and learned_sink 0.77.
@@ -331,22 +324,17 @@ def declares_blocked(scorer) -> bool:
 # references' 2.59 / 3.60 / 3.78, 2.45 / 3.52 / 3.42, 2.11 / 2.81 / 3.09, 3.49 / 5.16 / 4.58 and
 # 4.25 / 6.00 / 6.70 (sa_softmax's reference took 32x SDPA's memory at 2,048); sa_softmax at 128
 # keys read 1.99 once lo's and hi's gradients went through index_add_.
-# Registered before dense and pivot (scorers/fast/__init__.py).
+# (scorers/fast/policy.py: auto's table.)
 @register_form("blocked")
 class BlockedForm(FastForm):
-    """:func:`blocked_attend` of the scorer's ``blocked_spec``; compiles nothing. ``auto`` on a
+    """:func:`blocked_attend` of the scorer's ``blocked`` kernel; compiles nothing. ``auto`` on a
     CPU, before ``dense`` and ``pivot`` and over SDPA: below ``RECOMPUTE_FROM_KEYS`` keys (kept
     weights) it ran as fast as they did or faster, and from there its memory stays within 1.5x
     SDPA's."""
 
-    auto = ("cpu",)
-    auto_over_native = ("cpu",)
+    kernel = "blocked"
     default_block = None              # tiles.py's BLOCK_ROWS, by whether the weights are kept
 
-    @classmethod
-    def applies_to(cls, scorer) -> bool:
-        return declares_blocked(scorer)
-
     def attend(self, scorer, q, k, v, mask):
-        return blocked_attend(scorer.blocked_spec(q, k, mask), q, k, v, mask,
+        return blocked_attend(spec_for(scorer.kernels().blocked, q, k, mask), q, k, v, mask,
                               block_size=self.block_size)

@@ -1,4 +1,4 @@
-"""flex: FlexAttention with the score_mod of the scorer's ``flex_spec``; scorers that are not a
+"""flex: FlexAttention with the score_mod of the scorer's ``flex`` kernel; scorers that are not a
 softmax of transformed logits (sigmoid, softmax_plus_one, learned_sink) rescale the output with the
 log-sum-exp. FlexAttention has no backward on CPU (torch 2.13): there it serves inference.
 """
@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from ..base import Scorer
-from ..forms import FastForm, FastPathError, register_form, scorer_class
+from ..forms import FastForm, FastPathError, register_form, spec_for
 from .planning import is_plain_causal
 from .policy import scorers_with
 
@@ -52,25 +52,25 @@ def flex_block_mask(q, k, mask):
 
 
 def flex_attend(scorer: Scorer, q, k, v, mask=None, *, compiled: bool | None = None):
-    """The scorer through FlexAttention with the score_mod of its ``flex_spec``.
+    """The scorer through FlexAttention with the score_mod of its ``flex`` kernel.
 
     ``compiled``: use ``torch.compile(flex_attention)`` on CUDA (default; False runs the unfused
     implementation there too). On CPU it always runs uncompiled, forward only (for tests and
     inference)."""
     if not FlexForm.applies_to(scorer):
-        raise FastPathError(f"scorer {scorer.name!r} has no FlexAttention score_mod (define "
-                            f"flex_spec(q, k, mask) -> FlexSpec on its class); scorers with one: "
-                            f"{scorers_with(FlexForm.name)}")
+        raise FastPathError(f"scorer {scorer.name!r} has no FlexAttention score_mod (return "
+                            f"Kernels(flex=...) from its kernels(): a FlexSpec, or (q, k, mask) "
+                            f"-> FlexSpec); scorers with one: {scorers_with(FlexForm.name)}")
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(
             t.requires_grad for t in (q, k, v, *scorer.parameters())):
         raise FastPathError("FlexAttention has no backward on CPU (torch 2.13): use mode "
-                            "'fused' or 'compile' for CPU training, or run under torch.no_grad()")
+                            "'auto' or 'blocked' for CPU training, or run under torch.no_grad()")
     from torch.nn.attention.flex_attention import AuxRequest
 
     # On CPU, inductor's flex_attention (torch 2.13) returns wrong values at some lengths (40 and
     # 200 of those tried, NaN at times) and cannot return the log-sum-exp: CPU runs uncompiled.
     compiled = q.device.type == "cuda" and compiled is not False
-    spec = scorer.flex_spec(q, k, mask)
+    spec = spec_for(scorer.kernels().flex, q, k, mask)
     block_mask = flex_block_mask(q, k, mask)
     fn = _flex_function(compiled)
     kwargs = dict(score_mod=spec.score_mod, block_mask=block_mask)
@@ -105,12 +105,8 @@ class FlexForm(FastForm):
     shape and mask kind. ``auto`` on CUDA: on an H200 the query-block forms launch too many small
     kernels (topk ran 3-4x and compile 2-3x slower than the dense reference at L = 1024-2048)."""
 
+    kernel = "flex"
     compiles = True
-    auto = ("cuda",)
-
-    @classmethod
-    def applies_to(cls, scorer) -> bool:
-        return scorer_class(scorer).flex_spec is not Scorer.flex_spec
 
     @classmethod
     def available(cls, device: torch.device) -> bool:

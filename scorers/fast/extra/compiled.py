@@ -1,6 +1,6 @@
 """compile: ``torch.compile`` (dynamic shapes) of the scorer's own ``weights`` + ``P @ v``, run on
 query blocks of ``block_size`` rows that only see the keys some row of the block can see (so a
-causal mask costs about half the dense work). Scorers with ``compilable = True`` (logits-kind).
+causal mask costs about half the dense work). Every logits-kind scorer.
 """
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Callable
 
 import torch
 
-from ..base import Scorer
-from ..forms import DEFAULT_BLOCK, FastForm, FastPathError, register_form, scorer_class
-from .planning import causal_block_mask, plan_blocks
+from ...base import LogitsScorer, Scorer
+from ...forms import DEFAULT_BLOCK, FastForm, FastPathError, register_form
+from ..planning import causal_block_mask, plan_blocks
 
 
 def _block_reference(scorer, q, k, v, mask):
@@ -43,10 +43,9 @@ def compiled_attend(scorer: Scorer, q, k, v, mask=None, *, block_size: int = DEF
                     compiled: bool = True):
     """``scorer.reference_attend`` under ``torch.compile``, on query blocks with key truncation
     (``compiled=False``: the same blocks, eagerly)."""
-    if not scorer.compilable:
-        raise FastPathError(f"the compile path covers scorers with compilable = True (the "
-                            f"logits-kind ones); {scorer.name!r} is {scorer.kind}-kind and keeps "
-                            f"its own attend")
+    if not CompileForm.applies_to(scorer):
+        raise FastPathError(f"the compile path covers the logits-kind scorers; {scorer.name!r} "
+                            f"is {scorer.kind}-kind and keeps its own attend")
     plan = plan_blocks(q, k, mask, block_size, aligned_last=scorer.causal_only)
     base = type(scorer)
     outs = []
@@ -67,11 +66,12 @@ class CompileForm(FastForm):
     """:func:`compiled_attend`. Preparing it compiles once per scorer class and mask kind (dynamic
     shapes): 100-230 s per scorer on a 2-core CPU."""
 
+    opt_in = True
     compiles = True
 
     @classmethod
     def applies_to(cls, scorer) -> bool:
-        return bool(scorer_class(scorer).compilable)
+        return isinstance(scorer, LogitsScorer)
 
     def attend(self, scorer, q, k, v, mask):
         return compiled_attend(scorer, q, k, v, mask, block_size=self.block_size,
