@@ -1,7 +1,8 @@
 """Every column a release shows, defined once: its header, what it means (the HTML header's
-``title`` and the markdown release's column legend) and its format. A title names the statistic
-behind its column by the name :data:`leaderboard.stats.METHODS` gives it, so the page, the
-markdown and the statistics module say the same thing."""
+``title`` and the markdown release's column legend) and its format; and which rows a track's
+table shows. A title names the statistic behind its column by the name
+:data:`leaderboard.stats.METHODS` gives it, so the page, the markdown and the statistics module
+say the same thing."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -166,3 +167,19 @@ MARKDOWN_FIELDS = _fields(
           "probability that a seed of this scorer beats one of the baseline's on that task.",
           "text"),
 )
+
+
+# A task run by at most this many scorers shows every metric in its track's table.
+DETAIL_MAX_SCORERS = 4
+
+
+def shown_rows(board, track: str) -> list[dict]:
+    """A track's rows as shown: headline metrics, or every metric of a task without one or run by
+    at most ``DETAIL_MAX_SCORERS`` scorers (e.g. the decoder's benchmarks, Zorro's paradigms)."""
+    rows = [r for r in board.rows.to_dict(orient="records") if r["track"] == track]
+    has_headline = {(r["profile"], r["task"]) for r in rows if r["headline"]}
+    scorers: dict[tuple[str, str], set] = {}
+    for r in rows:
+        scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+    return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline
+            or len(scorers[(r["profile"], r["task"])]) <= DETAIL_MAX_SCORERS]

@@ -26,7 +26,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from .board import Board
-from .markdown import cell_text, num
+from .text import cell_text, num
 
 Z_THRESHOLD = 3.0
 RELATIVE_FLOOR = 1e-4

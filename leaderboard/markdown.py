@@ -2,21 +2,22 @@
 README and the root LEADERBOARD.md. Everything shown is read from the Board, nothing recomputed."""
 from __future__ import annotations
 
-import math
 import textwrap
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
 from tabulate import tabulate
 
 from .schema import TRACKS
 
-from . import changes, marks, summary
+from . import changes, notes, summary
 from .board import DESCRIPTIVE_TRACKS
-from .columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
+from .columns import CLAIM_FIELDS, DETAIL_MAX_SCORERS, FIELDS, MARKDOWN_FIELDS, shown_rows
+from .text import (TRACK_TITLES, cell_text, claim_verdict_text, failed_text, failures_text,
+                   interval, joined, mean_text, missing, normalized_text, num, outside_text,
+                   poi_tasks_text, poi_text, pval, rank_without_text, score_text, scorer_text,
+                   short_shas, tasks_text, tier_text, delta_text)
 
-TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
-                "encoder": "Encoder LM", "probe": "Probes", "cost": "Cost"}
 MESSAGE_WIDTH = 120
 
 METHOD = """\
@@ -144,51 +145,6 @@ METHOD = """\
 """
 
 
-def _isnan(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
-def num(x: Any) -> str:
-    """4 significant digits; n/a for a missing value."""
-    return "n/a" if _isnan(x) else f"{float(x):.4g}"
-
-
-def pval(p: Any) -> str:
-    if _isnan(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def cell_text(text: Any) -> str:
-    """Text safe inside a markdown table cell: one line, pipes escaped."""
-    s = "" if _isnan(text) else str(text)
-    return " ".join(s.split()).replace("|", "\\|")
-
-
-def short_shas(shas: Iterable[str]) -> str:
-    out = []
-    for sha in shas or []:
-        dirty = sha.endswith("-dirty")
-        out.append(sha.removesuffix("-dirty")[:7] + ("+dirty" if dirty else ""))
-    return ", ".join(out) or "unknown"
-
-
-def joined(values: Iterable[str]) -> str:
-    return "; ".join(values or []) or "unknown"
-
-
-def failures_text(failures: dict | None) -> str:
-    return ", ".join(f"{k} {v}" for k, v in (failures or {}).items()) or "0"
-
-
-def interval(lo: Any, hi: Any, integer: bool = False) -> str:
-    if _isnan(lo) or _isnan(hi):
-        return "n/a"
-    if integer:
-        return f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}"
-    return f"[{num(lo)}, {num(hi)}]"
-
-
 def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
     """(profile, scorer) -> the overall's tasks it has no value on because every cell was
     skipped (a probe or a task left out of the overall is not among them)."""
@@ -199,69 +155,6 @@ def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
                 and (r["profile"], r["task"]) in in_overall):
             out.setdefault((r["profile"], r["scorer"]), set()).add(r["task"])
     return {key: sorted(tasks) for key, tasks in out.items()}
-
-
-def mean_text(row: dict) -> str:
-    if not row["n"]:
-        if row["n_failed"] + row["n_null"]:
-            return "all failed"
-        return f"n/a: {row['na_reason']}" if row.get("na_reason") else "n/a"
-    text = num(row["mean"])
-    if not _isnan(row["ci_low"]):
-        text += " " + interval(row["ci_low"], row["ci_high"])
-    return text + (" †" if row["survivors_only"] else "")
-
-
-def tier_text(row: dict) -> str:
-    return "n/a" if _isnan(row["tier"]) else str(row["tier"])
-
-
-def poi_text(row: dict) -> str:
-    """An overall row's headline, the probability of improvement, and its interval."""
-    text = num(row["poi"])
-    if not _isnan(row["poi_low"]):
-        text += " " + interval(row["poi_low"], row["poi_high"])
-    return text
-
-
-def score_text(row: dict) -> str:
-    """An overall row's normalized score and its CI."""
-    text = num(row["score"])
-    if not _isnan(row["ci_low"]):
-        text += " " + interval(row["ci_low"], row["ci_high"])
-    return text
-
-
-def tasks_text(row: dict, skipped: dict | None = None) -> str:
-    """The tasks an overall row is over; a task the scorer cannot run is named, outside it, and
-    so is a headline metric it cannot report, which its task score leaves out."""
-    text = str(row["n_tasks"])
-    if row["tasks_failed"]:
-        text += f" ({row['tasks_failed']} all failed)"
-    if row["tasks_skipped"]:
-        names = (skipped or {}).get((row["profile"], row["scorer"]))
-        text += f" (+{row['tasks_skipped']} n/a" + (f": {', '.join(names)})" if names else ")")
-    na = [f"{task}/{metric}" for task, metrics in sorted((row.get("metrics_na") or {}).items())
-          for metric in metrics]
-    if na:
-        text += f" (n/a: {', '.join(na)})"
-    return text
-
-
-def failed_text(row: dict) -> str:
-    text = f"{row['n_failed']}/{row['n_cells']}"
-    if row["failures"]:
-        text += f" ({failures_text(row['failures'])})"
-    return text
-
-
-def delta_text(row: dict, baseline: str) -> str:
-    if row["scorer"] == baseline:
-        return "baseline"
-    if _isnan(row["delta_vs_baseline"]):
-        return "n/a"
-    label = row["vs_baseline"]
-    return f"{row['delta_vs_baseline']:+.4g}" + (f" ({label})" if label else "")
 
 
 def _field(frame: str, key: str):
@@ -303,21 +196,6 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict(orient="records")
 
 
-DETAIL_MAX_SCORERS = 4
-
-
-def shown_rows(board, track: str) -> list[dict]:
-    """A track's rows as shown: headline metrics, or every metric of a task without one or run by
-    at most ``DETAIL_MAX_SCORERS`` scorers (e.g. the decoder's benchmarks, Zorro's paradigms)."""
-    rows = [r for r in _records(board.rows) if r["track"] == track]
-    has_headline = {(r["profile"], r["task"]) for r in rows if r["headline"]}
-    scorers: dict[tuple[str, str], set] = {}
-    for r in rows:
-        scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
-    return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline
-            or len(scorers[(r["profile"], r["task"])]) <= DETAIL_MAX_SCORERS]
-
-
 def track_table(board, track: str) -> str:
     rows = shown_rows(board, track)
     if not rows:
@@ -333,8 +211,8 @@ def track_table(board, track: str) -> str:
         arrow = " ↓" if r["direction"] == "lower" else " ↑"
         body.append(([r["profile"]] if multi else []) + [
             cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}",
-            cell_text(marks.scorer_text(r)), cell_text(mean_text(r)),
-            marks.normalized_text(r),
+            cell_text(scorer_text(r)), cell_text(mean_text(r)),
+            normalized_text(r),
             interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
             delta_text(r, baseline),
             pval(r["p_vs_baseline_holm"]),
@@ -354,7 +232,7 @@ def power_lines(board, track: str) -> list[str]:
         groups.setdefault((r["profile"], r["task"], r["metric"]), []).append(r)
     out = []
     for (profile, task, metric), rows in groups.items():
-        tested = [r for r in rows if not _isnan(r["detectable_vs_baseline"])
+        tested = [r for r in rows if not missing(r["detectable_vs_baseline"])
                   and r.get("informative") is not False and not r.get("degenerate")]
         if not tested:
             continue
@@ -366,23 +244,6 @@ def power_lines(board, track: str) -> list[str]:
                    f"seeds, sd of per-seed differences {num(spread)}, median over "
                    f"{len(tested)} scorers)")
     return out
-
-
-def outside_overall(board) -> list[str]:
-    """One line per (profile, quality task) that the overall leaves out: run by some scorers."""
-    in_overall = {(r["profile"], r["task"]) for r in _records(board.task_scores)}
-    ran: dict[tuple[str, str], set] = {}
-    informative_heads: set[tuple[str, str]] = set()
-    for r in _records(board.rows):
-        if r["track"] not in DESCRIPTIVE_TRACKS:
-            ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
-            if r["headline"] and r.get("informative") is not False:
-                informative_heads.add((r["profile"], r["task"]))
-    ran = {k: v for k, v in ran.items() if k in informative_heads}   # the rest: uninformative
-    return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
-            f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
-            if (profile, task) not in in_overall and any(
-                p == profile for p, _ in in_overall)]
 
 
 def overall_table(board) -> str:
@@ -401,14 +262,11 @@ def overall_table(board) -> str:
         body.append(([r["profile"]] if multi else []) + [
             tier_text(r), cell_text(r["scorer"]), poi_text(r), score_text(r),
             interval(r["rank_low"], r["rank_high"], integer=True),
-            cell_text(marks.poi_tasks_text(r)),
-            cell_text(marks.rank_without_text(r)), cell_text(marks.outside_text(r)), tasks_text(r, skipped),
+            cell_text(poi_tasks_text(r)),
+            cell_text(rank_without_text(r)), cell_text(outside_text(r)), tasks_text(r, skipped),
             str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
             cell_text(joined(r["hardware"]))])
     return _table(body, headers)
-
-
-claim_verdict_text = marks.claim_verdict_text
 
 
 def claims_table(board) -> str:
@@ -420,7 +278,7 @@ def claims_table(board) -> str:
              + (" (beside)" if r.get("role") == "beside" else ""),
              f"{cell_text(r['task'])} / {cell_text(r['metric'])} "
              f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["paper"]),
-             "n/a" if _isnan(r["effect"]) else
+             "n/a" if missing(r["effect"]) else
              f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
              num(r.get("min_effect")), pval(r["p"]), str(r["n_seeds"]),
              cell_text(claim_verdict_text(r))] for r in rows]
@@ -450,7 +308,7 @@ def failed_cells_table(board) -> str:
         if len(message) > MESSAGE_WIDTH:
             message = message[:MESSAGE_WIDTH - 1] + "…"
         body.append([r["profile"], cell_text(r["task"]), cell_text(r["scorer"]), str(r["seed"]),
-                     cell_text(r["status"]), "" if _isnan(r["step"]) else str(r["step"]),
+                     cell_text(r["status"]), "" if missing(r["step"]) else str(r["step"]),
                      message, r["date"]])
     return failed_cells_sentence(board) + "\n\n" + _table(
         body, ["profile", "task", "scorer", "seed", "status", "step", "message", "date"])
@@ -516,11 +374,11 @@ REBUILD_NOTE = ("Committed: this README, `results.json.gz` (every number below a
 def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) -> list[str]:
     """The body shared by the release README and LEADERBOARD.md."""
     h = "#" * level
-    outside = outside_overall(board)
+    outside = notes.outside_overall(board)
     out = [f"{h} Overall", "", overall_table(board), ""]
     unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
                   for line in board.meta.get("unanchored", [])]
-    unanchored += marks.overall_notes(board)
+    unanchored += notes.overall_notes(board)
     out += [f"- {line}" for line in outside + unanchored] + ([""] if outside + unanchored else [])
     out += [f"{h} Claims", "", "The SSA paper's claims (`leaderboard/claims.toml`), judged per "
             "profile on the paper's own variant (scorers marked *beside* are shown next to it): "
@@ -538,8 +396,8 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
         power = power_lines(board, track) if track not in DESCRIPTIVE_TRACKS else []
         if track not in DESCRIPTIVE_TRACKS:
             shown = shown_rows(board, track)
-            power += marks.metric_notes(shown) + marks.not_learned_notes(shown)
-            power += [marks.LEGEND] if shown else []
+            power += notes.metric_notes(shown) + notes.not_learned_notes(shown)
+            power += [notes.LEGEND] if shown else []
         out += [f"- {line}" for line in power] + ([""] if power else [])
     out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",
             f"{h} Superseded records", "", superseded_table(board), "",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .board import DESCRIPTIVE_TRACKS
-from .marks import missing
+from .text import missing
 
 MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
 NO_VERDICT = "·"

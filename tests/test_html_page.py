@@ -24,7 +24,7 @@ from html_support import (
 from leaderboard.columns import Field
 from leaderboard.html import INDEX, read_scorers, write_index, write_site
 from leaderboard.html.markup import code_text
-from leaderboard.html.numbers import decimals, number_format
+from leaderboard.text import decimals, number_format
 from leaderboard.html.tables import field_column
 from scorers.registry import scoped
 from leaderboard.release import ReleaseError, read_results

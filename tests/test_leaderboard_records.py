@@ -12,7 +12,8 @@ from scipy import stats as sps
 
 from leaderboard.aggregate import aggregate, build_board
 from leaderboard.board import Board
-from leaderboard.markdown import outside_overall, track_table
+from leaderboard.markdown import track_table
+from leaderboard.notes import outside_overall
 from leaderboard.records import load_records
 from leaderboard_fakes import make_record, populate, write_raw, write_record
 

@@ -12,7 +12,7 @@ Which results.json fields the page reads, and how each is labelled, explained an
 declared once in :mod:`leaderboard.columns` (``FIELDS``: row and overall fields, and
 ``CLAIM_FIELDS``); a numeric field of a row that neither names is still shown, under its own name,
 in the per-metric tables.
-Numbers have a fixed number of decimals per column (:mod:`.numbers`), so they line up.
+Numbers have a fixed number of decimals per column (:mod:`leaderboard.text`), so they line up.
 
 The page is self-contained: the template, stylesheet and script in ``leaderboard/static/`` are
 inlined, plots are relative links to ``plots/*.png``, and nothing is fetched from the network.
@@ -23,8 +23,8 @@ releases, so publishing twice writes the same bytes.
 One module per part: :mod:`.page` puts the header and the tabs in the template; one module per
 tab (:mod:`.overall`, :mod:`.tracks`, :mod:`.claims`, :mod:`.failures`, :mod:`.plots`,
 :mod:`.scorers`, :mod:`.releases`) draws it from :class:`.context.PageData`, with the tables of
-:mod:`.tables`, the numbers of :mod:`.numbers` and the safe markup of :mod:`.markup`. This module
-writes the files.
+:mod:`.tables`, the numbers of :mod:`leaderboard.text` and the safe markup of :mod:`.markup`.
+This module writes the files.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from ..board import Board
 from ..columns import FIELDS, Field
+from ..text import missing
 from .markup import Markup, tag
-from .numbers import missing
 from .tables import Column, legend, provenance_text
 
 

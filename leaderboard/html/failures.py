@@ -2,9 +2,9 @@
 records superseded by newer versions."""
 from __future__ import annotations
 
+from ..text import missing
 from .context import PageData
 from .markup import Markup, concat, tag
-from .numbers import missing
 from .tables import Column, legend, num_cell, table, text_cell
 
 

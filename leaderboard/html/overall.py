@@ -2,9 +2,9 @@
 baseline) and normalized score with their intervals, tier, rank interval, tasks and failures."""
 from __future__ import annotations
 
-from .. import markdown as md
-from .. import marks
 from ..columns import FIELDS
+from ..notes import outside_overall, overall_notes
+from ..text import failed_text, tasks_text
 from .context import PageData
 from .markup import Markup, concat, tag
 from .tables import (Column, extra_fields, field_column, num_cell, order_text, provenance_cell,
@@ -21,11 +21,11 @@ def overall_columns(page: PageData, rows: list[dict], order: str | None = None) 
         field_column(f("score"), rows),
         field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
         field_column(f("rank_low"), rows),
-        Column(f("n_tasks").label, num_cell(md.tasks_text, lambda r: r["n_tasks"]), True,
+        Column(f("n_tasks").label, num_cell(tasks_text, lambda r: r["n_tasks"]), True,
                f("n_tasks").title),
         field_column(f("tier1_tasks"), rows),
         *(field_column(x, rows) for x in extra_fields(rows, FIELDS["overall"], "overall")),
-        Column(failed.label, num_cell(md.failed_text, lambda r: r["n_failed"],
+        Column(failed.label, num_cell(failed_text, lambda r: r["n_failed"],
                                       lambda r: "failed" if r["n_failed"] else None), True,
                failed.title),
         Column(prov.label, lambda r: provenance_cell(r, []), False, prov.title),
@@ -52,7 +52,7 @@ def overall_tab(page: PageData) -> Markup:
         parts.append(table(overall_columns(page, prows, orders[profile]), prows,
                            f"profile {profile}: {order_text(orders[profile], 'the headline')}",
                            page.row_attrs))
-    outside = md.outside_overall(page.board) + marks.overall_notes(page.board)
+    outside = outside_overall(page.board) + overall_notes(page.board)
     if outside:
         parts.append(tag("ul", concat(tag("li", line) for line in outside), class_="meta"))
     return tag("section", concat(parts), id="overall", class_="tab")

@@ -8,8 +8,7 @@ from string import Template
 from typing import Any
 
 from ..schema import TRACKS
-
-from .. import markdown as md
+from ..text import joined, short_shas
 from .claims import claims_tab
 from .context import PageData
 from .failures import failures_tab
@@ -60,9 +59,9 @@ def header(page: PageData) -> Markup:
          f"superseded; {page.problem_summary()}, listed under Failures; profiles: "
          f"{', '.join(m['profiles']) or 'none'}"),
         f"Dates: {m['date_first']} to {m['date_last']}",
-        (f"Harness (git): {md.short_shas(m['git_sha'])}; scorebench "
+        (f"Harness (git): {short_shas(m['git_sha'])}; scorebench "
          f"{', '.join(m['harness_version'])}"),
-        f"Hardware: {md.joined(m['hardware'])}",
+        f"Hardware: {joined(m['hardware'])}",
         f"Baseline for paired tests: {m['baseline']}; α = {m['alpha']}",
     ]
     files = concat((tag("a", name, href=name) for name in

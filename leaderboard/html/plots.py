@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..schema import TRACKS
 
-from .. import markdown as md
 from ..plots import safe_name
+from ..text import TRACK_TITLES
 from .context import PageData
 from .markup import Markup, concat, tag, void
 from .tables import better, legend
@@ -58,7 +58,7 @@ def plots_tab(page: PageData) -> Markup:
         groups.setdefault(group, []).append(tag(
             "figure", tag("a", void("img", src=plot, alt=caption), href=plot, class_="zoom"),
             tag("figcaption", caption)))
-    titles = {"overall": "Overall", **md.TRACK_TITLES, "other": "Other"}
+    titles = {"overall": "Overall", **TRACK_TITLES, "other": "Other"}
     for group in ["overall", *TRACKS, "other"]:
         if group in groups:
             parts.append(tag("h3", titles[group]))

@@ -1,7 +1,7 @@
 """The Releases tab: every release of the directory, linked."""
 from __future__ import annotations
 
-from .. import markdown as md
+from ..text import joined, short_shas
 from .context import PageData
 from .markup import Markup, tag
 from .tables import Column, legend, num_cell, table, text_cell
@@ -23,9 +23,9 @@ def releases_tab(page: PageData) -> Markup:
                "Records used."),
         Column("profiles", text_cell(lambda r: ", ".join(r["meta"].get("profiles", []))),
                title="Suite profiles in the release."),
-        Column("harness", text_cell(lambda r: md.short_shas(r["meta"].get("git_sha", []))),
+        Column("harness", text_cell(lambda r: short_shas(r["meta"].get("git_sha", []))),
                title="Harness git commits of its records."),
-        Column("hardware", text_cell(lambda r: md.joined(r["meta"].get("hardware", []))),
+        Column("hardware", text_cell(lambda r: joined(r["meta"].get("hardware", []))),
                title="Hardware of its records."),
     ]
     return tag("section", tag("h2", "All releases"),

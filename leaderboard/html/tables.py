@@ -6,10 +6,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import markdown as md
 from ..columns import Field
+from ..text import interval, joined, missing, number_format, pval, short_shas, sort_key
 from .markup import Markup, concat, tag
-from .numbers import missing, number_format, sort_key
 
 # Numeric fields that are parts of a shown column or bookkeeping (never an extra column).
 NOT_EXTRA = {
@@ -36,14 +35,14 @@ def extra_fields(rows: list[dict], known: Mapping[str, Field], frame: str) -> li
 
 
 def provenance_text(row: dict) -> str:
-    return (f"date {row['date']} · harness {md.short_shas(row['git_sha'])} · "
-            f"hardware {md.joined(row['hardware'])}")
+    return (f"date {row['date']} · harness {short_shas(row['git_sha'])} · "
+            f"hardware {joined(row['hardware'])}")
 
 
 def provenance_cell(row: dict, extra: list[str]) -> Markup:
-    lines = [f"hardware: {md.joined(row['hardware'])}",
+    lines = [f"hardware: {joined(row['hardware'])}",
              f"git: {', '.join(row['git_sha'] or []) or 'unknown'}", *extra]
-    summary = f"{row['date']} · {md.short_shas(row['git_sha'])}"
+    summary = f"{row['date']} · {short_shas(row['git_sha'])}"
     return tag("td", tag("details", tag("summary", summary),
                          concat(tag("div", line) for line in lines)), class_="prov")
 
@@ -153,11 +152,11 @@ def field_column(field: Field, rows: list[dict], label: str | None = None,
                 out.append(tag("span", "†", class_="mark", title="over surviving seeds only"))
             return concat(out, " ")
         if field.fmt == "rank":
-            return md.interval(d.get(field.lo), d.get(field.hi), True)
+            return interval(d.get(field.lo), d.get(field.hi), True)
         if missing(x):
             return "n/a"
         if field.fmt == "p":
-            return md.pval(x)
+            return pval(x)
         if field.fmt == "int":
             return str(int(x))
         return fmt(float(x))

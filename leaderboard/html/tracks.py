@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-from .. import markdown as md
-from .. import marks
 from ..board import DESCRIPTIVE_TRACKS
-from ..columns import FIELDS
+from ..columns import FIELDS, shown_rows
+from ..notes import track_notes
+from ..text import TRACK_TITLES, failures_text, missing, number_format
 from .context import PageData
 from .markup import Markup, concat, slug, tag
-from .numbers import missing, number_format
 from .tables import (Column, arrow, better, extra_fields, field_column, num_cell, order_text,
                      provenance_cell, row_order, table)
 
@@ -55,7 +54,7 @@ def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) 
         field_column(f("p_signflip"), rows),
         field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
         field_column(f("rank_low"), rows),
-        Column(failures.label, num_cell(lambda r: md.failures_text(r["failures"]), n_bad,
+        Column(failures.label, num_cell(lambda r: failures_text(r["failures"]), n_bad,
                                         lambda r: "failed" if n_bad(r) else None), True,
                failures.title),
         *(field_column(x, rows) for x in extra_fields(rows, known, "rows")),
@@ -105,10 +104,10 @@ def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows:
 def track_tab(page: PageData, track: str) -> Markup:
     """A track's tab: per profile, the headline and secondary metric tables and the per-metric
     statistics of the rows the README shows."""
-    shown = {(r["profile"], r["task"], r["metric"]) for r in md.shown_rows(page.board, track)}
+    shown = {(r["profile"], r["task"], r["metric"]) for r in shown_rows(page.board, track)}
     every = [r for r in page.rows if r["track"] == track]
     rows = [r for r in every if (r["profile"], r["task"], r["metric"]) in shown]
-    parts = [tag("h2", md.TRACK_TITLES[track])]
+    parts = [tag("h2", TRACK_TITLES[track])]
     keys = [k for k in FIELDS["rows"] if k not in ("scorer", "provenance")]
     parts.append(page.field_legend(
         "rows", keys, [("↑ / ↓", "Higher / lower is better for this metric."),
@@ -138,7 +137,7 @@ def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],
         parts.append(_metric_table(
             page, profile, scorers, head,
             f"Headline metrics, profile {profile}: rows by {order}", linked))
-    notes = marks.track_notes(prows) if track not in DESCRIPTIVE_TRACKS else []
+    notes = track_notes(prows) if track not in DESCRIPTIVE_TRACKS else []
     if notes:
         parts.append(tag("ul", concat(tag("li", line) for line in notes), class_="meta"))
     if rest:

@@ -1,46 +1,21 @@
-"""Texts for what a table can and cannot tell (shared by the markdown and HTML views): the marks on
+"""The notes under a table, shared by the markdown and HTML views: the legend of the marks on
 normalized scores outside [0, 1] and on scorers that did not learn a task in distribution, the
-lines that say why a metric gets no verdict, and what the overall rests on."""
+lines that say why a metric gets no verdict, the tasks the overall leaves out and what it rests
+on."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
-BELOW_FLOOR = "▽"
-ABOVE_CEILING = "△"
-NOT_LEARNED = "‡"
+from .board import DESCRIPTIVE_TRACKS
+from .text import ABOVE_CEILING, BELOW_FLOOR, NOT_LEARNED, missing
 
 LEGEND = (f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance, the trivial "
           f"predictor); {ABOVE_CEILING} above 1; shown as they are, clipped to [0, 1] only inside "
           f"the overall. {NOT_LEARNED} the scorer did not clearly learn the task in distribution "
           "(its in-distribution metric is not clearly above the floor by the rule the "
           "baseline's informativeness uses).")
-
-
-def missing(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
-def outside_mark(z: Any) -> str:
-    if missing(z):
-        return ""
-    return BELOW_FLOOR if z < 0 else ABOVE_CEILING if z > 1 else ""
-
-
-def normalized_text(row: dict) -> str:
-    """A row's mean normalized score, unclipped, with its mark ('n/a' without anchors)."""
-    z = row.get("normalized")
-    if missing(z):
-        return "n/a"
-    mark = outside_mark(z)
-    return f"{z:.3f}" + (f" {mark}" if mark else "")
-
-
-def scorer_text(row: dict) -> str:
-    return str(row["scorer"]) + (f" {NOT_LEARNED}" if row.get("not_learned") else "")
 
 
 def metric_note(rows: list[dict]) -> str | None:
@@ -79,23 +54,6 @@ def not_learned_notes(rows: list[dict]) -> list[str]:
     return [f"{task} ({profile}): {NOT_LEARNED} did not clearly learn it in distribution "
             f"({metric} not clearly above its floor): {', '.join(sorted(scorers))}"
             for (profile, task, metric), scorers in sorted(seen.items())]
-
-
-def rank_without_text(row: dict) -> str:
-    ranks = row.get("rank_without") or {}
-    return ", ".join(f"{task} {rank}" for task, rank in sorted(ranks.items())) or "n/a"
-
-
-def poi_tasks_text(row: dict) -> str:
-    values = row.get("poi_tasks") or {}
-    return ", ".join(f"{task} {p:.2f}" for task, p in sorted(values.items())
-                     if p is not None) or "n/a"
-
-
-def outside_text(row: dict) -> str:
-    tasks = row.get("outside_anchors") or {}
-    return ", ".join(f"{task} {z:.3g} {outside_mark(z)}" for task, z in sorted(tasks.items())
-                     if z is not None) or "none"
 
 
 # A task whose share of the headline's spread exceeds this gets a line saying why.
@@ -139,19 +97,6 @@ def rests_on_lines(board) -> list[str]:
     return out
 
 
-def claim_verdict_text(row: dict) -> str:
-    verdict, reason = row["verdict"], row.get("reason") or ""
-    if verdict == "not run":
-        return "not run at this profile" + (f" ({reason})" if reason else "")
-    if verdict == "uninformative":
-        return f"uninformative at this profile ({reason})"
-    if verdict == "premise absent":
-        return f"premise absent at this profile ({reason})"
-    if verdict in ("degenerate", "not supported") and reason:
-        return f"{verdict} ({reason})"
-    return verdict
-
-
 def track_notes(rows: list[dict]) -> list[str]:
     """The notes under a track's table, as plain text (no markdown emphasis)."""
     notes = metric_notes(rows) + not_learned_notes(rows)
@@ -162,3 +107,20 @@ def overall_notes(board) -> list[str]:
     """The overall's uninformative metrics and what it rests on, as plain text."""
     return [f"{line}; uninformative, so not in the overall"
             for line in board.meta.get("uninformative", [])] + rests_on_lines(board)
+
+
+def outside_overall(board) -> list[str]:
+    """One line per (profile, quality task) that the overall leaves out: run by some scorers."""
+    in_overall = {(r["profile"], r["task"]) for r in board.task_scores.to_dict(orient="records")}
+    ran: dict[tuple[str, str], set] = {}
+    informative_heads: set[tuple[str, str]] = set()
+    for r in board.rows.to_dict(orient="records"):
+        if r["track"] not in DESCRIPTIVE_TRACKS:
+            ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+            if r["headline"] and r.get("informative") is not False:
+                informative_heads.add((r["profile"], r["task"]))
+    ran = {k: v for k, v in ran.items() if k in informative_heads}   # the rest: uninformative
+    return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
+            f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
+            if (profile, task) not in in_overall and any(
+                p == profile for p, _ in in_overall)]
