@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from .schema import TRACKS
 
-from . import changes, notes, summary
+from . import notes, summary
 from .board import DESCRIPTIVE_TRACKS
 from .columns import CLAIM_FIELDS, DETAIL_MAX_SCORERS, FIELDS, MARKDOWN_FIELDS, shown_rows
 from .text import (TRACK_TITLES, cell_text, claim_verdict_text, failed_text, failures_text,
@@ -413,9 +413,51 @@ def release_readme(board, plots: list[str]) -> str:
     lines += [REBUILD_NOTE.format(release=m["release"]), ""]
     lines += board_sections(board, plots)
     if m.get("changes"):
-        lines += [changes.markdown(m["changes"])]
+        lines += [changes_section(m["changes"])]
     lines += ["## Method", "", method_text(m)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def changes_section(ch: dict) -> str:
+    """The release README's section on what changed since ``ch["against"]``."""
+    lines = [f"## What changed since {ch['against']}", "",
+             "Rows matched by profile, task, metric and scorer in both releases; a verdict is the "
+             "row's comparison with the baseline, a tier its membership in the task's tiers.", "",
+             "| profile | task | rows in both | verdicts changed | tiers changed | rows new | "
+             "rows gone |", "|---|---|---|---|---|---|---|"]
+    for t in ch["tasks"]:
+        lines.append(f"| {t['profile']} | {t['task']} | {t['compared']} | {len(t['verdicts'])} | "
+                     f"{len(t['tiers'])} | {t['only_now']} | {t['only_before']} |")
+    lines.append("")
+    for o in ch["overall"]:
+        rho = ("not computed (fewer than 3 scorers in both)" if o["rho"] is None
+               else f"{o['rho']:.3f}")
+        lines.append(f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
+                     f"{len(o['scorers'])} scorers in both"
+                     + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
+                     + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
+                     + ".")
+    if ch.get("overall_tiers"):
+        lines += ["", "Overall tiers that changed:", "",
+                  "| profile | scorer | before | now | why |", "|---|---|---|---|---|"]
+        lines += [f"| {p} | {s} | {a} | {b} | {w} |" for p, s, a, b, w in ch["overall_tiers"]]
+    if ch.get("claims"):
+        lines += ["", "Claim verdicts that changed:", "",
+                  "| profile | claim | scorer | before | now | why |", "|---|---|---|---|---|---|"]
+        lines += [f"| {p} | {i} | {s} | {a} | {b} | {w} |" for p, i, s, a, b, w in ch["claims"]]
+    changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
+    if changed:
+        lines += ["", "Verdicts that changed:", "",
+                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
+        lines += [f"| {task} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | "
+                  f"{v[4] if len(v) > 4 else ''} |" for task, v in changed]
+    tiers = [(t["task"], v) for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
+    if tiers:
+        lines += ["", "Tiers that changed:", "",
+                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
+        lines += [f"| {task} | {m} | {s} | {a} | {b} | {w} |" for task, (m, s, a, b, w) in tiers]
+    return "\n".join(lines) + "\n"
+
 
 
 PAPER_DIFFERENCES = """\

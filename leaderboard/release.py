@@ -25,9 +25,9 @@ from pathlib import Path
 from . import curves, markdown, plots, stats, tuning
 from .aggregate import aggregate
 from .board import FRAMES, Board
-from .changes import changes as changes_since
+from .changes_since import changes as changes_since
 from .choice import SELECTION_RULE
-from .compare import differences, record_changes, rows_of_records
+from .reproduction import differences, record_changes, rows_of_records
 from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
 from .schema import gzip_bytes, read_record_text
 from .selection import split_superseded
@@ -254,7 +254,7 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
     """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
     this). Without ``release``, the release is named by the date of its newest record; with
     ``earlier`` (an earlier release's results.json), ``meta.changes`` says what changed since
-    (:mod:`leaderboard.changes`); ``tuning_rule`` is the tuning rule the release checks each
+    (:mod:`leaderboard.changes_since`); ``tuning_rule`` is the tuning rule the release checks each
     choice against (None: a release from before the check)."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")

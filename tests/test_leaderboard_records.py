@@ -332,7 +332,7 @@ def test_cost_track_has_its_own_table_and_stays_out_of_overall(tmp_path):
 
 
 def test_leaderboard_never_imports_torch_or_models():
-    code = ("import sys, leaderboard.release, leaderboard.history, leaderboard.aggregate, "
+    code = ("import sys, leaderboard.release, leaderboard.regressions, leaderboard.aggregate, "
             "leaderboard.plots, leaderboard.markdown, leaderboard.records, leaderboard.stats\n"
             "bad = [m for m in ('torch', 'scorers', 'tasks') if m in sys.modules]\n"
             "assert not bad, bad\n")

@@ -1,11 +1,12 @@
-"""leaderboard.changes: what changed since an earlier release, on hand-built releases."""
+"""leaderboard.changes_since: what changed since an earlier release, on hand-built releases."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from leaderboard.changes import changes, markdown
+from leaderboard.changes_since import changes
+from leaderboard.markdown import changes_section
 from leaderboard.release import read_results
 
 
@@ -38,7 +39,7 @@ def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
     assert [t[:4] for t in t1["tiers"]] == [["m", "a", "2", "1"], ["m", "b", "1", "2"]]
     assert (t2["compared"], t2["only_now"], t2["only_before"], t2["verdicts"]) == (1, 1, 1, [])
     assert ch["overall"][0]["rho"] == pytest.approx(1.0)
-    text = markdown(ch)
+    text = changes_section(ch)
     assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
     assert "| t1 | m | a | worse | n.s. | the records or the test |" in text
 
@@ -72,7 +73,7 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
     why = {(c[1], c[2]): c[5] for c in ch["claims"]}
     assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
     assert why[("k", "y")].startswith("new entry")
-    text = markdown(ch)
+    text = changes_section(ch)
     assert "Overall tiers that changed" in text and "Claim verdicts that changed" in text
 
 
@@ -90,7 +91,7 @@ def test_scorers_in_one_release_only_are_named_and_few_scorers_give_no_rho():
     ch = changes([], overall({"softmax": 1.0, "d": 0.5}), BEFORE, "softmax")
     o = ch["overall"][0]
     assert o["rho"] is None and o["only_now"] == ["d"] and o["only_before"] == ["a", "b", "c"]
-    assert "fewer than 3 scorers" in markdown(ch)
+    assert "fewer than 3 scorers" in changes_section(ch)
 
 
 def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""Comparing two releases: which metrics moved beyond their seed noise.
+"""Regressions between releases (the nightly's ``REGRESSIONS.md``): which metrics moved beyond
+their seed noise.
 
 Rule, for each row (profile, task, metric, scorer) of the current release, against the newest
 earlier release that has the row with a value (so a row absent or empty for some nights is still

@@ -1,4 +1,4 @@
-"""Nightly history: regressions between constructed releases, no false alarm on identical ones,
+"""Nightly regressions: between constructed releases, no false alarm on identical ones,
 and the `scorebench nightly` command (publish + compare; one run through the real harness)."""
 import math
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard import history
+from leaderboard import regressions
 from leaderboard.aggregate import build_board
 from leaderboard.release import load_release
 from leaderboard_fakes import make_record, write_record
@@ -39,40 +39,40 @@ BASE = {"softmax": [0.20, 0.22, 0.21, 0.23], "ssa": [0.10, 0.12, 0.11, 0.13]}
 
 def test_classify_rule():
     row = dict(mean=0.20, std=0.01, n=4, direction="lower")
-    assert history.classify(row, {**row, "mean": 0.21})["status"] == "within noise"  # z = 1.4
-    worse = history.classify(row, {**row, "mean": 0.25})
+    assert regressions.classify(row, {**row, "mean": 0.21})["status"] == "within noise"  # z = 1.4
+    worse = regressions.classify(row, {**row, "mean": 0.25})
     assert worse["status"] == "regression"
     assert worse["se"] == pytest.approx(math.sqrt(2 * 0.01**2 / 4))
     assert worse["z"] == pytest.approx(0.05 / worse["se"])
-    assert history.classify(row, {**row, "mean": 0.15})["status"] == "improvement"
+    assert regressions.classify(row, {**row, "mean": 0.15})["status"] == "improvement"
     higher = dict(row, direction="higher")
-    assert history.classify(higher, {**higher, "mean": 0.15})["status"] == "regression"
-    assert history.classify(row, row)["status"] == "unchanged"
+    assert regressions.classify(higher, {**higher, "mean": 0.15})["status"] == "regression"
+    assert regressions.classify(row, row)["status"] == "unchanged"
     # deterministic metric (std 0): any change beyond the relative floor counts, jitter does not
     det = dict(mean=1.0, std=0.0, n=3, direction="lower")
-    assert history.classify(det, {**det, "mean": 1.0 + 1e-9})["status"] == "within noise"
-    assert history.classify(det, {**det, "mean": 1.01})["status"] == "regression"
+    assert regressions.classify(det, {**det, "mean": 1.0 + 1e-9})["status"] == "within noise"
+    assert regressions.classify(det, {**det, "mean": 1.01})["status"] == "regression"
     # one seed: no std, so a change cannot be judged
     one = dict(mean=0.2, std=float("nan"), n=1, direction="lower")
-    assert history.classify(one, {**one, "mean": 0.5})["status"] == "untested"
-    assert history.classify(one, one)["status"] == "unchanged"
+    assert regressions.classify(one, {**one, "mean": 0.5})["status"] == "untested"
+    assert regressions.classify(one, one)["status"] == "unchanged"
 
 
 def test_regression_between_two_constructed_releases(tmp_path):
     before = build_board(write_results(tmp_path / "a", BASE), "nightly-2025-01-01", n_boot=N_BOOT)
     worse = {"softmax": BASE["softmax"], "ssa": [v + 0.08 for v in BASE["ssa"]]}
     after = build_board(write_results(tmp_path / "b", worse), "nightly-2025-01-02", n_boot=N_BOOT)
-    comparison = history.compare(before, after)
+    comparison = regressions.compare(before, after)
     assert comparison.has_regression
     reg = comparison.regressions.to_dict(orient="records")
     assert {(r["scorer"], r["metric"]) for r in reg} == {("ssa", "error"), ("ssa", "accuracy")}
     assert all(r["delta"] * (1 if r["metric"] == "error" else -1) == pytest.approx(0.08)
                for r in reg)
     assert set(comparison.rows[comparison.rows["scorer"] == "softmax"]["status"]) == {"unchanged"}
-    text = history.report(comparison)
+    text = regressions.report(comparison)
     assert "**REGRESSION**" in text and "| icl_linear | cpu" in text and "ssa" in text
     # the reverse direction is an improvement, not a regression
-    back = history.compare(after, before)
+    back = regressions.compare(after, before)
     assert not back.has_regression and len(back.improvements) == 2
 
 
@@ -80,10 +80,10 @@ def test_identical_releases_raise_no_alarm(tmp_path):
     root = write_results(tmp_path / "a", BASE, failed=[("relu", 0, "nan")])
     one = build_board(root, "nightly-2025-01-01", n_boot=N_BOOT)
     two = build_board(root, "nightly-2025-01-02", n_boot=N_BOOT)
-    comparison = history.compare(one, two)
+    comparison = regressions.compare(one, two)
     assert not comparison.has_regression
     assert set(comparison.rows["status"]) <= {"unchanged", "untested"}
-    assert "**No regression**" in history.report(comparison)
+    assert "**No regression**" in regressions.report(comparison)
 
 
 def test_more_failed_cells_is_a_regression(tmp_path):
@@ -91,11 +91,11 @@ def test_more_failed_cells_is_a_regression(tmp_path):
     table = {"softmax": BASE["softmax"], "ssa": BASE["ssa"][:3]}
     after = build_board(write_results(tmp_path / "b", table, failed=[("ssa", 3, "diverged")]),
                         "b", n_boot=N_BOOT)
-    comparison = history.compare(before, after)
+    comparison = regressions.compare(before, after)
     assert comparison.has_regression
     assert [(f["scorer"], f["before"], f["now"]) for f in comparison.failure_regressions] == [
         ("ssa", 0, 1)]
-    assert "## More failed cells" in history.report(comparison)
+    assert "## More failed cells" in regressions.report(comparison)
 
 
 def test_previous_nightly_and_release_names(tmp_path):
@@ -189,7 +189,7 @@ def test_regression_after_a_gap_is_caught_against_the_last_release_with_the_row(
     assert "**REGRESSION**" in report
     assert "vs nightly-2025-01-02 (absent or empty in nightly-2025-01-03)" in report
     boards = [load_release(releases / f"nightly-2025-01-0{n}") for n in (1, 2, 3)]
-    comparison = history.compare(boards, load_release(releases / "nightly-2025-01-04"))
+    comparison = regressions.compare(boards, load_release(releases / "nightly-2025-01-04"))
     reg = comparison.regressions.to_dict(orient="records")
     assert {(r["scorer"], r["metric"], r["against"]) for r in reg} == {
         ("ssa", "error", "nightly-2025-01-02"), ("ssa", "accuracy", "nightly-2025-01-02")}
@@ -198,7 +198,7 @@ def test_regression_after_a_gap_is_caught_against_the_last_release_with_the_row(
     assert err["delta"] == pytest.approx(0.08) and err["se"] == pytest.approx(expected_se)
     assert comparison.new == [] and comparison.missing == []
     # comparing with night 3 alone (the old rule) would have called these rows new
-    assert len(history.compare(boards[-1], load_release(
+    assert len(regressions.compare(boards[-1], load_release(
         releases / "nightly-2025-01-04")).new) == 2
 
 

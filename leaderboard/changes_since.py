@@ -5,7 +5,8 @@ Rows are matched by (profile, task, metric, scorer); only rows present in both r
 compared, and the scorers or rows present in one only are counted apart; each moved verdict and
 tier names the rule of the method that moved it. The rank correlation is Spearman's rho (scipy)
 over the scorers with an overall headline in both, per profile (the probability of improvement,
-or the normalized score of a release from before it).
+or the normalized score of a release from before it). The release README's section on it is
+:func:`leaderboard.markdown.changes_section`.
 """
 from __future__ import annotations
 
@@ -142,44 +143,3 @@ def _overall_changes(now: list[dict], before: list[dict]) -> list[dict]:
         out.append({"profile": profile, "scorers": common, "rho": rho,
                     "only_now": sorted(set(b) - set(a)), "only_before": sorted(set(a) - set(b))})
     return out
-
-
-def markdown(ch: dict) -> str:
-    """The release README's section on what changed since ``ch["against"]``."""
-    lines = [f"## What changed since {ch['against']}", "",
-             "Rows matched by profile, task, metric and scorer in both releases; a verdict is the "
-             "row's comparison with the baseline, a tier its membership in the task's tiers.", "",
-             "| profile | task | rows in both | verdicts changed | tiers changed | rows new | "
-             "rows gone |", "|---|---|---|---|---|---|---|"]
-    for t in ch["tasks"]:
-        lines.append(f"| {t['profile']} | {t['task']} | {t['compared']} | {len(t['verdicts'])} | "
-                     f"{len(t['tiers'])} | {t['only_now']} | {t['only_before']} |")
-    lines.append("")
-    for o in ch["overall"]:
-        rho = ("not computed (fewer than 3 scorers in both)" if o["rho"] is None
-               else f"{o['rho']:.3f}")
-        lines.append(f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
-                     f"{len(o['scorers'])} scorers in both"
-                     + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
-                     + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
-                     + ".")
-    if ch.get("overall_tiers"):
-        lines += ["", "Overall tiers that changed:", "",
-                  "| profile | scorer | before | now | why |", "|---|---|---|---|---|"]
-        lines += [f"| {p} | {s} | {a} | {b} | {w} |" for p, s, a, b, w in ch["overall_tiers"]]
-    if ch.get("claims"):
-        lines += ["", "Claim verdicts that changed:", "",
-                  "| profile | claim | scorer | before | now | why |", "|---|---|---|---|---|---|"]
-        lines += [f"| {p} | {i} | {s} | {a} | {b} | {w} |" for p, i, s, a, b, w in ch["claims"]]
-    changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
-    if changed:
-        lines += ["", "Verdicts that changed:", "",
-                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
-        lines += [f"| {task} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | "
-                  f"{v[4] if len(v) > 4 else ''} |" for task, v in changed]
-    tiers = [(t["task"], v) for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
-    if tiers:
-        lines += ["", "Tiers that changed:", "",
-                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
-        lines += [f"| {task} | {m} | {s} | {a} | {b} | {w} |" for task, (m, s, a, b, w) in tiers]
-    return "\n".join(lines) + "\n"
