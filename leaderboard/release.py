@@ -22,13 +22,12 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import curves, markdown, plots, stats, tuning
+from . import curves, markdown, plots, tuning
 from .aggregate import aggregate
 from .board import FRAMES, Board
 from .changes_since import changes as changes_since
 from .choice import SELECTION_RULE
-from .reproduction import differences, record_changes, rows_of_records
-from .records import RELEASES_SUBDIR, LoadedRecords, load_records, load_records_from
+from .records import RELEASES_SUBDIR, LoadedRecords, load_records_from
 from .schema import gzip_bytes, read_record_text
 from .selection import split_superseded
 
@@ -348,131 +347,3 @@ def releases_without_records(releases_dir: str | Path) -> list[str]:
     lines = path.read_text(encoding="utf-8").splitlines()
     names = (line.split("#", 1)[0].strip() for line in lines)
     return [name for name in names if name]
-
-
-@dataclass
-class Reproduction:
-    """The outcome of republishing a committed release from its records."""
-
-    release: str
-    ok: bool
-    message: str
-
-
-def reproduce(results_dir: str | Path, releases_dir: str | Path,
-              release: str | None = None) -> Reproduction:
-    """Aggregate ``results_dir`` as ``release`` (default: the newest release in ``releases_dir``)
-    with the method constants its results.json names, and compare with that results.json byte
-    for byte. Writes nothing; renders no plots. Records from a dirty tree fail it; a release
-    listed in ``WITHOUT_RECORDS.txt`` is reported and passes."""
-    if release is None:
-        found = list_releases(releases_dir)
-        if not found:
-            raise ReleaseError(f"{releases_dir} holds no release (no */results.json.gz); publish "
-                               "one first or pass --out DIR")
-        release = found[0][0].name
-    path = results_path(Path(releases_dir) / check_release_name(release))
-    if release in releases_without_records(releases_dir):
-        return Reproduction(release, True,
-                            f"release {release} was published before its records were "
-                            f"committed ({Path(releases_dir) / WITHOUT_RECORDS_FILE}); nothing "
-                            "to reproduce")
-    try:
-        committed = read_results_text(path.parent)
-        meta = json.loads(committed)["meta"]
-    except FileNotFoundError:
-        raise ReleaseError(f"{path} does not exist; name a published release") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ReleaseError(f"{path}: not a readable leaderboard results.json: {exc}") from None
-    if not Path(results_dir).is_dir():
-        return Reproduction(release, False,
-                            f"release {release} has no records: {results_dir} does not exist. "
-                            "Commit the records behind it, or list a release older than the "
-                            f"records in the repository in {WITHOUT_RECORDS_FILE}")
-    loaded = load_records(results_dir)
-    unclean = unclean_records(loaded)
-    if unclean:
-        return Reproduction(release, False,
-                            f"release {release}: {len(unclean)} record(s) in {results_dir} were "
-                            f"not run from a clean, committed tree (e.g. {unclean[0]}); a "
-                            "committed release takes only clean records")
-    kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
-    kwargs["tuning_rule"] = next((t["rule"] for t in meta.get("tuning", {}).values()
-                                  if "rule" in t), None)
-    if "changes" in meta:
-        kwargs["earlier"] = earlier_release(releases_dir, meta["changes"]["against"])
-    loaded, later = as_published(loaded, json.loads(committed))
-    again = release_board(loaded, release, **kwargs).to_json()
-    n_used = meta.get("n_used", "?")
-    note = (f"; {len(later)} record file(s) committed after it are not in it (e.g. {later[0]}): "
-            "the next release takes them" if later else "")
-    if again == committed:
-        return Reproduction(release, True, f"release {release}: {path} reproduced byte for byte "
-                                           f"from {n_used} records in {results_dir}{note}")
-    return _explain(release, path, results_dir, json.loads(committed), json.loads(again))
-
-
-def as_published(loaded: LoadedRecords, committed: dict) -> tuple[LoadedRecords, list[str]]:
-    """The records a committed release names (``meta.records``; a record it names that is now
-    missing or changed still shows as a difference), and the paths of record files committed
-    after it, which a later release takes. A release without ``meta.records`` takes them all."""
-    named = committed["meta"].get("records")
-    if named is None:
-        return loaded, []
-    known = set(named) | {p["path"] for p in committed.get("problems", [])}
-    kept = LoadedRecords([r for r in loaded.records if r.path in named],
-                         [p for p in loaded.problems if p.path in known],
-                         [r for r in loaded.sweeps if r.path in named])
-    later = sorted({r.path for r in loaded.records + loaded.sweeps if r.path not in named}
-                   | {p.path for p in loaded.problems if p.path not in known})
-    return kept, later
-
-
-def _explain(release: str, path: Path, results_dir, old: dict, new: dict,
-             shown: int = 10) -> Reproduction:
-    """Why a republish differs from the committed results.json: records that changed (and the
-    rows they feed), or, from the same records, the fields whose numbers moved and by how much."""
-    head = f"release {release}: {path} differs from a republish of {results_dir}"
-    old_records = old["meta"].pop("records", None)
-    new_records = new["meta"].pop("records", {})
-    diffs = differences(old, new)
-    first = "\n  ".join(str(d) for d in diffs[:shown])
-    more = f"\n  ... and {len(diffs) - shown} more" if len(diffs) > shown else ""
-    changes = record_changes(old_records, new_records) if old_records is not None else None
-    if changes:
-        listed = [f"{kind} {p}" for kind, paths in (("added", changes.added),
-                                                     ("removed", changes.removed),
-                                                     ("changed", changes.changed))
-                  for p in paths]
-        rows = rows_of_records(changes.paths, old.get("rows", []) + new.get("rows", []))
-        return Reproduction(release, False, (
-            f"{head}: {len(listed)} record(s) differ from those it was published from:\n  "
-            + "\n  ".join(listed[:shown]) + (f"\n  ... and {len(listed) - shown} more"
-                                            if len(listed) > shown else "")
-            + f"\nThe rows they feed ({len(rows)}): " + ", ".join(rows[:shown])
-            + (" ..." if len(rows) > shown else "")
-            + (f"\nFirst differing fields:\n  {first}{more}" if diffs else "")
-            + "\nCommit the records the release was published from, or publish the release "
-              "again from the committed records."))
-    if diffs and all(d.relative is not None and d.relative <= stats.REPRODUCE_RTOL
-                     for d in diffs):
-        worst = max(diffs, key=lambda d: d.relative)
-        return Reproduction(release, True, (
-            f"release {release}: {path} reproduced from the same records to the promised relative "
-            f"{stats.REPRODUCE_RTOL:g}: {len(diffs)} number(s) differ in their last digits "
-            f"(largest: {worst}); a library's arithmetic, not the records"))
-    if changes is None:   # a release from before record digests: judge by the per-seed values
-        same_records = not any(d.path.startswith("rows[") and (".values" in d.path
-                                                                or ".seeds" in d.path)
-                               for d in diffs)
-    else:
-        same_records = True
-    cause = ("The records are the same, so the arithmetic differs: the statistics code or a "
-             "library moved these numbers beyond the promised relative "
-             f"{stats.REPRODUCE_RTOL:g}. If that change is intended, publish the release again "
-             "from the committed records." if same_records else
-             "The per-seed values differ: the records changed after the release was published, "
-             "or were not committed with it; publish the release again from the committed "
-             "records.")
-    return Reproduction(release, False, f"{head}; {len(diffs)} field(s) differ:\n  {first}{more}"
-                                        f"\n{cause}")

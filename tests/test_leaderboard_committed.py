@@ -13,7 +13,8 @@ import pytest
 from leaderboard_fakes import make_record, populate, write_record
 
 from leaderboard.aggregate import build_board
-from leaderboard.release import ReleaseError, publish, reproduce
+from leaderboard.release import ReleaseError, publish
+from leaderboard.reproduction import reproduce
 from suite import cli
 from leaderboard.schema import RECORDS_VERSION, dumps_compact, gzip_bytes
 

@@ -523,7 +523,8 @@ def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_ke
     """Reporting records chosen by an earlier rule stay on disk; a run under the current rule
     reports at its own choice, and a release takes those and lists the earlier ones superseded."""
     import suite.sweep
-    from leaderboard.release import load_release, publish, reproduce
+    from leaderboard.release import load_release, publish
+    from leaderboard.reproduction import reproduce
 
     def earlier_rule(*args, **kwargs):
         choice = choose(*args, **kwargs)

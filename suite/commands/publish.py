@@ -82,7 +82,8 @@ def check(args) -> int:
     from pathlib import Path
 
     from leaderboard.records import RELEASES_SUBDIR
-    from leaderboard.release import ReleaseError, reproduce
+    from leaderboard.release import ReleaseError
+    from leaderboard.reproduction import reproduce
 
     out = args.out if args.out is not None else Path(args.results) / RELEASES_SUBDIR
     try:
