@@ -10,7 +10,7 @@ Steps (``nightly(args)``):
 2. publish the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
    ``--html`` also its ``index.html`` (:func:`suite.publishing.publish_release`).
 3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
-   ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.regressions`).
+   ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.publishing.regressions`).
 
 Exit status: 0, or 1 when the report has a regression or a row of the previous nightly is gone,
 so that a scheduler can alert.
@@ -38,7 +38,7 @@ def release_name(date: str | None = None) -> str:
 def earlier_nightlies(releases_dir: str | Path, current: str) -> list[Path]:
     """The nightly releases older than ``current`` that have results (results.json.gz), oldest first."""
     root = Path(releases_dir)
-    from leaderboard.release import has_results
+    from leaderboard.publishing.release import has_results
 
     return sorted(p for p in root.glob(f"{NIGHTLY_PREFIX}*")
                   if NIGHTLY_NAME.match(p.name) and p.name < current and has_results(p))
@@ -51,8 +51,8 @@ def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
 
 
 def nightly(args) -> int:
-    from leaderboard import regressions
-    from leaderboard.release import ReleaseError, load_release
+    from leaderboard.publishing import regressions
+    from leaderboard.publishing.release import ReleaseError, load_release
 
     from .jobs import run_profile
     from .publishing import publish_release

@@ -1,10 +1,10 @@
 """The loop between planned cells, the result store and an executor.
 
 For each cell: skip it when its record exists (unless ``rerun`` says otherwise, or the record is
-stale: written by an older harness, ``leaderboard.schema.RECORDS_VERSION``), claim it, hand it
-to the executor, write the record it returns, release the claim. Only this loop writes records, so
-whatever engine runs the cells, a record on disk is complete and a killed run loses only the cells
-in flight.
+stale: written by an older harness, ``leaderboard.loading.schema.RECORDS_VERSION``), claim it, hand
+it to the executor, write the record it returns, release the claim. Only this loop writes records,
+so whatever engine runs the cells, a record on disk is complete and a killed run loses only the
+cells in flight.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from leaderboard.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
+from leaderboard.loading.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
 
 from .cells import PlannedCell
 from .executors import Event, Executor

@@ -10,7 +10,7 @@ import torch
 from tasks.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
                          parse_shapes, scorer_rows)
 from suite.commands.bench import run_bench_cells
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 from tasks import TaskError, create_task
 
 TINY = [[2, 2, 16, 8]]
@@ -114,8 +114,8 @@ def test_records_are_cost_track_records(tiny_records):
 
 
 def test_leaderboard_shows_the_cost_track(tiny_records):
-    from leaderboard.aggregate import build_board
-    from leaderboard.markdown import track_table
+    from leaderboard.method.aggregate import build_board
+    from leaderboard.rendering.markdown import track_table
 
     table = track_table(build_board(tiny_records[0]), "cost")
     assert "bench_scorers" in table

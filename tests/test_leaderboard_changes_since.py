@@ -1,13 +1,14 @@
-"""leaderboard.changes_since: what changed since an earlier release, on hand-built releases."""
+"""leaderboard.publishing.changes_since: what changed since an earlier release, on hand-built
+releases."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from leaderboard.changes_since import changes
-from leaderboard.markdown import changes_section
-from leaderboard.release import read_results
+from leaderboard.publishing.changes_since import changes
+from leaderboard.rendering.markdown import changes_section
+from leaderboard.publishing.release import read_results
 
 
 def row(task, metric, scorer, verdict="n.s.", tier=1):
@@ -137,8 +138,8 @@ def test_tuned_records_supersede_the_untuned_records_of_their_task(tmp_path, mon
 
 
 def test_a_skipped_record_is_never_superseded_as_untuned_and_joins_its_tasks_setting():
-    from leaderboard.records import Record
-    from leaderboard.selection import setting_labels, split_superseded
+    from leaderboard.loading.records import Record
+    from leaderboard.loading.selection import setting_labels, split_superseded
 
     def record(scorer, status, lr, tuned):
         tuning = {"base_grid": {"lr": [1e-3, 4e-3]}} if tuned else None
@@ -164,9 +165,9 @@ def test_a_skipped_record_is_never_superseded_as_untuned_and_joins_its_tasks_set
 
 
 def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
-    from leaderboard.records import Record
-    from leaderboard.selection import split_superseded
-    from leaderboard.tuning import method_text
+    from leaderboard.loading.records import Record
+    from leaderboard.loading.selection import split_superseded
+    from leaderboard.rendering.tuning_section import method_text
 
     def record(scorer, seed, lr, finished, rule=True):
         tuning = {"role": "report", "point": {"lr": lr}, "base_grid": {"lr": [1e-3, 4e-3]}}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard import regressions
-from leaderboard.aggregate import build_board
-from leaderboard.release import load_release
+from leaderboard.publishing import regressions
+from leaderboard.method.aggregate import build_board
+from leaderboard.publishing.release import load_release
 from leaderboard_fakes import make_record, write_record
 from suite import cli
 from suite.nightly import previous_nightly, release_name
