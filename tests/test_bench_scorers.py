@@ -160,8 +160,8 @@ def test_cli_prints_and_records(tmp_path):
 
 
 def test_a_length_sweep_gives_cost_against_length_and_its_slope(tmp_path):
-    from tasks.bench import (loglog_slope, parse_lengths, plot_scaling, scaling_series,
-                             sweep_shapes)
+    from leaderboard.rendering.plots import loglog_slope, plot_scaling, scaling_series
+    from tasks.bench import parse_lengths, sweep_shapes
 
     assert parse_lengths("256, 512,1024") == [256, 512, 1024]
     for bad in ("", "a,b", "0,256"):

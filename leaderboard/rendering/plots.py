@@ -8,6 +8,8 @@ state).
 - ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores.
 - ``cost__<cost task>__<metric>__<profile>.png``: quality score against a cost metric (log axis
   when every cost is positive), every point named, labels kept apart with leader lines.
+- from ``bench_scorers`` records (``scorebench bench scorers --lengths``): forward+backward time
+  and peak memory against the sequence length, log-log, per (B, H, D) (:func:`plot_scaling`).
 
 Files are byte-identical for identical boards: fixed size and dpi, and no software/date metadata.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -311,3 +314,73 @@ def render_all(board, outdir: Path) -> list[Path]:
     outdir = Path(outdir)
     return (normalized_plots(board, outdir) + bar_plots(board, outdir)
             + grid_plots(board, outdir) + cost_plots(board, outdir))
+
+
+def scaling_series(records: list[dict]) -> dict[tuple[int, int, int], dict[str, list]]:
+    """From ``bench_scorers`` records: {(B, H, D): {scorer: [(L, ms, MB), ...]}} for every
+    (B, H, D) measured at two lengths or more; SDPA appears as ``"softmax (SDPA)"``. ms and MB
+    are the scorer's best variant (the fast form where it has one)."""
+    series: dict[tuple[int, int, int], dict[str, dict[int, tuple]]] = {}
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        for shape in r["cell"]["config"].get("shapes", []):
+            b, h, length, d = shape
+            label = "x".join(str(x) for x in shape)   # the metric names' suffix, BxHxLxD
+            m = r["metrics"]
+            group = series.setdefault((b, h, d), {})
+            if f"fwd_bwd_ms_{label}" in m:
+                group.setdefault(r["cell"]["scorer"], {})[length] = (
+                    m[f"fwd_bwd_ms_{label}"], m.get(f"peak_mem_mb_{label}"))
+            ref = r["extra"].get("reference_ms", {}).get(label)
+            if ref:
+                mem = r["extra"].get("reference_peak_mb", {}).get(label)
+                group.setdefault("softmax (SDPA)", {})[length] = (statistics.median(ref), mem)
+    return {key: {name: sorted((length, *v) for length, v in points.items())
+                  for name, points in group.items()}
+            for key, group in series.items()
+            if len({length for points in group.values() for length in points}) >= 2}
+
+
+def loglog_slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of log y against log x (cost ~ L^slope), None under two points."""
+    pts = [(x, y) for x, y in points if x and y and x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    return float(np.polyfit(np.log([x for x, _ in pts]), np.log([y for _, y in pts]), 1)[0])
+
+
+def plot_scaling(records: list[dict], path) -> list:
+    """Log-log plots of forward+backward time and peak memory against L, one line per scorer
+    (its fitted slope in the legend), one PNG per (B, H, D) group: ``path`` with ``_BxHxD``
+    before the suffix when there are several groups. Returns the files written."""
+    path = Path(path)
+    groups = scaling_series(records)
+    written = []
+    for (b, h, d), by_scorer in groups.items():
+        fig = Figure(figsize=(12, 5.5))
+        axes = fig.subplots(1, 2)
+        for name, points in sorted(by_scorer.items()):
+            style = dict(linestyle="--", color="black", linewidth=2) if "SDPA" in name else {}
+            for ax, col in ((axes[0], 1), (axes[1], 2)):
+                xy = [(p[0], p[col]) for p in points if p[col]]
+                if len(xy) < 2:
+                    continue
+                slope = loglog_slope(xy)
+                ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", markersize=3,
+                        label=f"{name} (slope {slope:.2f})", **style)
+        for ax, what in ((axes[0], "forward+backward time (ms, median)"),
+                         (axes[1], "peak memory (MB)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length L")
+            ax.set_ylabel(what)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, ncol=2)
+        fig.suptitle(f"cost against length, B={b} H={h} D={d} (log-log: slope 1 = linear, "
+                     f"2 = quadratic)")
+        out = path if len(groups) == 1 else path.with_name(f"{path.stem}_{b}x{h}x{d}{path.suffix}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, format="png", dpi=110)
+        written.append(out)
+    return written
