@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from .plots import safe_name, save_log_x, series_style
+from .plots import log_x_plot, series_style
 
 
 def render(curves: dict | None, outdir: Path) -> list[Path]:
@@ -18,22 +17,23 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
     for key, c in sorted((curves or {}).items()):
         if not c["scorers"]:
             continue
-        fig = Figure(figsize=(7.0, 4.2))
-        ax = fig.add_subplot(1, 1, 1)
-        for i, (label, s) in enumerate(sorted(c["scorers"].items())):
-            style = series_style(i)
-            ax.plot(s["step"], s["mean"], lw=1.2, label=label, **style)
-            ax.fill_between(s["step"], s["lo"], s["hi"], color=style["color"], alpha=0.15, lw=0)
-        if c["baseline_final"] is not None:
-            level = (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
-                     else c["baseline_final"] / c["reach"])
-            ax.axhline(level, color="0.4", lw=0.8, ls=":",
-                       label=f"{c['reach']:g} of {c['baseline']}'s final")
-        paths.append(save_log_x(
-            fig, ax, Path(outdir) / f"{safe_name('curves', key)}.png", "training step",
+        paths.append(log_x_plot(
+            outdir, "curves", key, lambda ax: _draw(ax, c), "training step",
             f"{c['metric']} ({c['direction']} is better)",
             f"{key}: validation metric during training (mean over seeds, 95% band)"))
     return paths
+
+
+def _draw(ax, c: dict) -> None:
+    for i, (label, s) in enumerate(sorted(c["scorers"].items())):
+        style = series_style(i)
+        ax.plot(s["step"], s["mean"], lw=1.2, label=label, **style)
+        ax.fill_between(s["step"], s["lo"], s["hi"], color=style["color"], alpha=0.15, lw=0)
+    if c["baseline_final"] is not None:
+        level = (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
+                 else c["baseline_final"] / c["reach"])
+        ax.axhline(level, color="0.4", lw=0.8, ls=":",
+                   label=f"{c['reach']:g} of {c['baseline']}'s final")
 
 
 def _num(x) -> str:

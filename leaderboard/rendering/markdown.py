@@ -46,14 +46,14 @@ METHOD = """\
   below): a significant |Δ| below it is *within resolution*, never better or worse, and no
   difference below it separates tiers.
 - **Informative or not, from the baseline alone.** Each headline metric (and the metrics the
-  claims use) declares when it can tell scorers apart at a profile
-  (`leaderboard/method/informative.py`), read from {baseline}'s own records, never the judged
-  scorer's: {baseline} must be *clearly* above the floor (on the normalized scale below, the lower
-  end of its 95% t interval reaches both a declared margin and the difference a paired test at its
-  seed count detects when two scorers scatter like its seeds, sd·√2), or, for an out-of-distribution
-  metric, the task's in-distribution metric must show the task was learned. An uninformative metric
-  keeps its numbers but gets no better/worse, tier or rank, stays out of the Holm and BH families
-  and out of the overall; the line under its table says why. Where `icl_linear`'s raw shifted MSE is
+  claims use) declares when it can tell scorers apart at a profile (`leaderboard/method/informative.py`),
+  read from {baseline}'s own records, never the judged scorer's: {baseline} must be *clearly*
+  above the floor (on the normalized scale below, the lower end of its 95% t interval reaches
+  both a declared margin and the difference a paired test at its seed count detects when two
+  scorers scatter like its seeds, sd·√2), or, for an out-of-distribution metric, the task's
+  in-distribution metric must show the task was learned. An uninformative metric keeps its
+  numbers but gets no better/worse, tier or rank, stays out of the Holm and BH families and out
+  of the overall; the line under its table says why. Where `icl_linear`'s raw shifted MSE is
   uninformative, the mean over the shifted cells of MSE / zero-predictor MSE
   (`mse_over_zero_shifted`) is the headline in its place, when it is informative itself.
 - **Degenerate is not a tie.** A metric whose every scorer gives one value at all its seeds, or
@@ -135,8 +135,7 @@ METHOD = """\
   4x the training context over the same tokens, RoPE as trained (floor: the unigram perplexity);
   a scorer defined only up to its training length has no value beyond it.
 - **Superseded** records (older task, scorer or harness records version than the newest seen)
-  are listed, not used. Each row's date, harness git sha and hardware come from its records'
-  provenance.
+  are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
 - **Precision**: the statistics use no BLAS or LAPACK (the items-only bootstrap resamples the
   items' mean over seeds by integer counts or indices; sums are numpy's fixed-order reductions),
   so `results.json` is the same bytes on any CPU, BLAS kernel and thread count for the same

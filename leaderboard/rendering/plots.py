@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,8 +61,14 @@ def series_style(i: int) -> dict:
     return {"color": f"C{i % 10}", "ls": "-" if i < 10 else "--"}
 
 
-def save_log_x(fig: Figure, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
-    """Finish a plot of lines against a log-scaled x (legend, grid) and write it to ``path``."""
+def log_x_plot(outdir: Path, kind: str, key: str, draw: Callable[[Any], None], xlabel: str,
+               ylabel: str, title: str) -> Path:
+    """One plot of lines against a log-scaled x, ``<kind>__<key>.png`` in ``outdir``: ``draw(ax)``
+    draws the lines; labels, legend and grid follow."""
+    fig = Figure(figsize=(7.0, 4.2))
+    ax = fig.add_subplot(1, 1, 1)
+    draw(ax)
+    path = Path(outdir) / f"{safe_name(kind, key)}.png"
     log_x_ticks(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

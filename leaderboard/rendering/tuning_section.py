@@ -8,11 +8,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from ..loading.choice import point_label, rate_of
 from ..method.tuning import RATE_KEY, RATE_KEYS, point_key
-from .plots import safe_name, save_log_x, series_style
+from .plots import log_x_plot, series_style
 
 
 def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
@@ -41,21 +40,21 @@ def render(tuning: dict | None, outdir: Path) -> list[Path]:
         lines = rate_lines(t)
         if not any(rates for rates, _ in lines.values()):
             continue
-        fig = Figure(figsize=(7.0, 4.2))
-        ax = fig.add_subplot(1, 1, 1)
-        for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
-            y = [np.nan if v is None else v for v in values]
-            (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label,
-                              **series_style(i))
-            chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
-            if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
-                ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
-                        color=line.get_color())
-        paths.append(save_log_x(
-            fig, ax, Path(outdir) / f"{safe_name('tuning', task)}.png", "learning rate",
-            f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
+        paths.append(log_x_plot(
+            outdir, "tuning", task, lambda ax: _draw(ax, t, lines),
+            "learning rate", f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
             f"{task}: validation metric against learning rate (star: chosen)"))
     return paths
+
+
+def _draw(ax, t: dict, lines: dict) -> None:
+    for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
+        y = [np.nan if v is None else v for v in values]
+        (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label, **series_style(i))
+        chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
+        if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
+            ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
+                    color=line.get_color())
 
 
 def _value(x) -> str:
