@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard.records import load_records  # noqa: E402
+from leaderboard.loading.records import load_records  # noqa: E402
 from tasks.stopping import Plateau  # noqa: E402
 
 

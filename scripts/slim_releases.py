@@ -2,8 +2,8 @@
 results.json becomes results.json.gz (asserted to decompress to the same bytes), the derived
 files (CSVs, index.html, scorers.json, the plots its README no longer embeds) are removed (git
 rm; ``scorebench publish --rebuild`` writes them again), and README.md's "Files:" line and plot
-links are rewritten: the committed plots (leaderboard.release.COMMITTED_PLOTS) stay embedded
-with a caption, the other plots are no longer embedded. Nothing else in a README changes.
+links are rewritten: the committed plots (leaderboard.publishing.release.COMMITTED_PLOTS) stay
+embedded with a caption, the other plots are no longer embedded. Nothing else in a README changes.
 
     python scripts/slim_releases.py [leaderboard/releases]
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leaderboard.markdown import REBUILD_NOTE, plot_caption  # noqa: E402
-from leaderboard.release import (PLAIN_RESULTS, RESULTS, is_committed_plot,  # noqa: E402
+from leaderboard.rendering.markdown import REBUILD_NOTE, plot_caption  # noqa: E402
+from leaderboard.publishing.release import (PLAIN_RESULTS, RESULTS, is_committed_plot,  # noqa: E402
                                  write_results)
 
 IMAGE = re.compile(r"^!\[[^\]]*\]\((plots/[^)]+\.png)\)$")

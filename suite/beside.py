@@ -18,7 +18,7 @@ BESIDE_SUFFIX = "+"
 def board_setting(board: Path) -> tuple[str, dict, list[int], str]:
     """The newest release under ``<board>/releases``: its name, meta, the baseline's seeds and
     the profile they ran at."""
-    from leaderboard.release import list_releases, load_release
+    from leaderboard.publishing.release import list_releases, load_release
 
     found = list_releases(board / "releases")
     if not found:
@@ -50,7 +50,7 @@ def beside(args: argparse.Namespace, release: str, meta: dict) -> int:
     """Run the user's scorers at ``args.profile`` and ``args.seeds`` (the release's unless
     given), then publish them beside the committed records of ``release``; the run's exit
     status (1 when a cell failed)."""
-    from leaderboard.release import ReleaseError
+    from leaderboard.publishing.release import ReleaseError
 
     import scorers
 

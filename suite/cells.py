@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from leaderboard.schema import Cell, canonical_json
+from leaderboard.loading.schema import Cell, canonical_json
 from registry.settings import effective
 
 from .profiles import Profile, ProfileError

@@ -61,7 +61,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from leaderboard.schema import REPORT, Cell
+from leaderboard.loading.schema import REPORT, Cell
 from registry.settings import STEPS, keys_with_role
 
 CALIBRATION_FRACTION = 0.05
@@ -96,7 +96,7 @@ def _config_key(task: str, task_version: int, config: dict, role: str = "report"
     from tasks import TaskError, get_task_class
     from tasks.config import tunable_keys
 
-    from leaderboard.schema import canonical_json
+    from leaderboard.loading.schema import canonical_json
 
     try:
         free = set(tunable_keys(get_task_class(task).Config))

@@ -37,7 +37,7 @@ def plan_cells(args):
 
 def open_store(results):
     """The :class:`~suite.store.ResultStore` of the results directory ``results``."""
-    from leaderboard.schema import RecordError
+    from leaderboard.loading.schema import RecordError
     from .store import ResultStore
 
     try:

@@ -10,7 +10,7 @@ Steps (``nightly(args)``):
 2. publish the results directory as ``nightly-YYYY-MM-DD`` (UTC; ``--date`` overrides), with
    ``--html`` also its ``index.html`` (:func:`suite.publishing.publish_release`).
 3. Compare each row with the newest earlier ``nightly-*`` release that has it and write
-   ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.history`).
+   ``REGRESSIONS.md`` in the new release (rule: :mod:`leaderboard.publishing.regressions`).
 
 Exit status: 0, or 1 when the report has a regression or a row of the previous nightly is gone,
 so that a scheduler can alert.
@@ -38,7 +38,7 @@ def release_name(date: str | None = None) -> str:
 def earlier_nightlies(releases_dir: str | Path, current: str) -> list[Path]:
     """The nightly releases older than ``current`` that have results (results.json.gz), oldest first."""
     root = Path(releases_dir)
-    from leaderboard.release import has_results
+    from leaderboard.publishing.release import has_results
 
     return sorted(p for p in root.glob(f"{NIGHTLY_PREFIX}*")
                   if NIGHTLY_NAME.match(p.name) and p.name < current and has_results(p))
@@ -51,14 +51,14 @@ def previous_nightly(releases_dir: str | Path, current: str) -> Path | None:
 
 
 def nightly(args) -> int:
-    from leaderboard import history
-    from leaderboard.release import ReleaseError, load_release
+    from leaderboard.publishing import regressions
+    from leaderboard.publishing.release import ReleaseError, load_release
 
     from .jobs import run_profile
     from .publishing import publish_release
 
-    z = history.Z_THRESHOLD if args.z is None else args.z
-    rtol = history.RELATIVE_FLOOR if args.rtol is None else args.rtol
+    z = regressions.Z_THRESHOLD if args.z is None else args.z
+    rtol = regressions.RELATIVE_FLOOR if args.rtol is None else args.rtol
     if not z > 0 or not rtol >= 0:
         raise SystemExit(f"scorebench nightly: --z must be > 0 and --rtol >= 0 (got --z {z}, "
                          f"--rtol {rtol})")
@@ -77,15 +77,15 @@ def nightly(args) -> int:
     previous = earlier[-1] if earlier else None
     report_path = published.release_dir / "REGRESSIONS.md"
     if previous is None:
-        report_path.write_text(history.first_report(release), encoding="utf-8", newline="\n")
+        report_path.write_text(regressions.first_report(release), encoding="utf-8", newline="\n")
         print(f"no earlier nightly release under {args.releases}; wrote {report_path}")
         return 0
     try:
         before = [load_release(path) for path in earlier]
     except ReleaseError as exc:
         raise SystemExit(f"scorebench nightly: {exc}") from None
-    comparison = history.compare(before, published.board, z=z, rtol=rtol)
-    report_path.write_text(history.report(comparison), encoding="utf-8", newline="\n")
+    comparison = regressions.compare(before, published.board, z=z, rtol=rtol)
+    report_path.write_text(regressions.report(comparison), encoding="utf-8", newline="\n")
     verdict = ("REGRESSION" if comparison.has_regression else "ROWS MISSING" if comparison.missing
                else "no regression")
     print(f"{release} vs {previous.name}: {verdict} ({len(comparison.regressions)} metric(s), "

@@ -9,7 +9,7 @@ def check_new_scorers(cells, command: str = "run") -> None:
     """``SystemExit`` naming each scorer among ``cells``' that is not built in and cannot run."""
     from scorers.trial import is_builtin, trial
 
-    from leaderboard.schema import canonical_json
+    from leaderboard.loading.schema import canonical_json
 
     tried: dict[tuple[str, str], dict] = {}
     for cell in cells:

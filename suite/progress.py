@@ -12,7 +12,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TextColumn, TimeElapsedColumn)
 from rich.table import Table
 
-from leaderboard.schema import HARNESS_FAILURES
+from leaderboard.loading.schema import HARNESS_FAILURES
 
 from .executors import Event, Progress as CellProgress, Started
 from .runner import CellJob, failure_reason

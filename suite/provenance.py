@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from leaderboard.schema import RECORDS_VERSION
+from leaderboard.loading.schema import RECORDS_VERSION
 
 PACKAGES = ("scorebench", "torch", "numpy", "entmax", "scipy", "tokenizers", "safetensors")
 HARNESS_DIR = Path(__file__).resolve().parent.parent

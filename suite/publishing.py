@@ -1,6 +1,6 @@
 """A release from a results directory, as ``scorebench publish`` and the nightly job make it:
-:func:`leaderboard.release.publish`, a summary of what it wrote, and on request the release's
-``index.html`` with the registered scorers' metadata (``scorers.json``)."""
+:func:`leaderboard.publishing.release.publish`, a summary of what it wrote, and on request the
+release's ``index.html`` with the registered scorers' metadata (``scorers.json``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,12 +8,13 @@ from pathlib import Path
 
 def publish_release(results: str | Path, release: str | None, out: str | Path | None,
                     leaderboard_md: str | Path | None, *, html: bool = False, **options):
-    """Publish ``results`` as ``<out>/<release>/`` (keywords as :func:`leaderboard.release.publish`),
-    print what it wrote, and with ``html`` write its ``index.html``; the
-    :class:`~leaderboard.release.Published`. A :class:`~leaderboard.release.ReleaseError` or
+    """Publish ``results`` as ``<out>/<release>/`` (keywords as
+    :func:`leaderboard.publishing.release.publish`), print what it wrote, and with ``html`` write
+    its ``index.html``; the :class:`~leaderboard.publishing.release.Published`. A
+    :class:`~leaderboard.publishing.release.ReleaseError` or
     ``FileNotFoundError`` passes to the caller, after the summary of what was written."""
-    from leaderboard.html import write_site
-    from leaderboard.release import publish
+    from leaderboard.publishing.site import write_site
+    from leaderboard.publishing.release import publish
 
     published = publish(results, release, out, leaderboard_md, **options)
     report(published)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from leaderboard.schema import SCHEMA_VERSION, Cell, RecordError, validate_record
+from leaderboard.loading.schema import SCHEMA_VERSION, Cell, RecordError, validate_record
 
 from .cells import config_object
 from .provenance import peak_memory_mb, provenance, reset_peak_memory, utc_now

@@ -1,10 +1,10 @@
 """The loop between planned cells, the result store and an executor.
 
 For each cell: skip it when its record exists (unless ``rerun`` says otherwise, or the record is
-stale: written by an older harness, ``leaderboard.schema.RECORDS_VERSION``), claim it, hand it
-to the executor, write the record it returns, release the claim. Only this loop writes records, so
-whatever engine runs the cells, a record on disk is complete and a killed run loses only the cells
-in flight.
+stale: written by an older harness, ``leaderboard.loading.schema.RECORDS_VERSION``), claim it, hand
+it to the executor, write the record it returns, release the claim. Only this loop writes records,
+so whatever engine runs the cells, a record on disk is complete and a killed run loses only the
+cells in flight.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from leaderboard.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
+from leaderboard.loading.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_reason
 
 from .cells import PlannedCell
 from .executors import Event, Executor
@@ -97,126 +97,161 @@ def run_cells(planned: list[PlannedCell], store: ResultStore, executor: Executor
     record written (the tuning protocol's further sweep points and its reporting cells, which
     depend on the records of earlier cells); ``current(cell)`` is the record of ``cell`` that this
     run counts (None while the cell is still to run here). Cells already seen are ignored."""
-    reporter = reporter or NullReporter()
-    t0, run_started = time.perf_counter(), time.time()
-    summary = RunSummary()
-    pending: deque[CellJob] = deque()
-    seen: set[str] = set()
-    stale = 0
+    t0 = time.perf_counter()
+    run = CellRun(store, executor, reporter or NullReporter(), rerun=rerun, fail_fast=fail_fast,
+                  time_limit_s=time_limit_s, fast=fast, follow_up=follow_up)
+    run.plan(planned)
+    store.start_heartbeat()
+    try:
+        run.loop(poll_s)
+        run.settle_elsewhere()
+    finally:
+        run.close()
+        run.summary.wall_time_s = time.perf_counter() - t0
+    return run.summary
 
-    def add(cells: list[PlannedCell], first: bool = False) -> list[CellJob]:
+
+class CellRun:
+    """The state of one :func:`run_cells`: the queue of jobs, the cells seen, the cells running
+    here and the claims held for them, and the summary it fills."""
+
+    def __init__(self, store: ResultStore, executor: Executor, reporter: Reporter, *,
+                 rerun: str | None, fail_fast: bool, time_limit_s: float | None, fast: str,
+                 follow_up: FollowUp | None):
+        self.store, self.executor, self.reporter = store, executor, reporter
+        self.rerun, self.fail_fast, self.follow_up = rerun, fail_fast, follow_up
+        self.time_limit_s, self.fast = time_limit_s, fast
+        self.started = time.time()
+        self.summary = RunSummary()
+        self.pending: deque[CellJob] = deque()
+        self.seen: set[str] = set()
+        self.running: set[str] = set()
+        self.claims: dict[str, object] = {}
+        self.stale = 0
+
+    def add(self, cells: list[PlannedCell], first: bool = False) -> list[CellJob]:
         """Queue the cells not seen yet; ``first``: ahead of those queued (a follow-up's cells
         complete a sweep or its reporting cells, so a run stopped early holds whole scorers)."""
-        nonlocal stale
         new = []
-        for job in make_jobs([p for p in cells if p.cell.id not in seen], store, time_limit_s,
-                             fast):
-            if job.cell_id in seen:
+        for job in make_jobs([p for p in cells if p.cell.id not in self.seen], self.store,
+                             self.time_limit_s, self.fast):
+            if job.cell_id in self.seen:
                 continue
-            seen.add(job.cell_id)
-            record = store.existing(job.cell)
+            self.seen.add(job.cell_id)
+            record = self.store.existing(job.cell)
             is_stale = record is not None and stale_reason(record) is not None
-            if record is not None and not should_rerun(record, rerun) and not is_stale:
-                summary.resumed.append(record)
+            if record is not None and not should_rerun(record, self.rerun) and not is_stale:
+                self.summary.resumed.append(record)
             else:
-                stale += is_stale
+                self.stale += is_stale
                 new.append(job)
         if first:
-            pending.extendleft(reversed(new))
+            self.pending.extendleft(reversed(new))
         else:
-            pending.extend(new)
+            self.pending.extend(new)
         return new
 
-    def done_meanwhile(job: CellJob) -> dict | None:
+    def done_meanwhile(self, job: CellJob) -> dict | None:
         """A record another run wrote after this run started (never rerun that one)."""
-        record = store.existing(job.cell)
+        record = self.store.existing(job.cell)
         if record is None:
             return None
-        fresh = Path(store.path_of(job.cell)).stat().st_mtime >= run_started
-        keep = not should_rerun(record, rerun) and not stale_reason(record)
+        fresh = Path(self.store.path_of(job.cell)).stat().st_mtime >= self.started
+        keep = not should_rerun(record, self.rerun) and not stale_reason(record)
         return record if fresh or keep else None
 
-    def current(cell) -> dict | None:
-        return None if cell.id in running else done_meanwhile(CellJob(cell))
+    def current(self, cell) -> dict | None:
+        return None if cell.id in self.running else self.done_meanwhile(CellJob(cell))
 
-    running: set[str] = set()
-
-    def ask_follow_up() -> list[CellJob]:
-        if follow_up is None:
+    def ask_follow_up(self) -> list[CellJob]:
+        if self.follow_up is None:
             return []
-        return add(follow_up(current), first=True)
+        return self.add(self.follow_up(self.current), first=True)
 
-    add(planned)
-    ask_follow_up()
-    for warning in store.warnings:
-        reporter.note(warning)
-    if stale:
-        reporter.note(f"{stale} record(s) older than the harness (records version < "
-                      f"{RECORDS_VERSION}) run again")
-    reporter.planned(list(pending), summary.resumed)
+    def plan(self, planned: list[PlannedCell]) -> None:
+        """Queue ``planned`` and the follow-up's first cells, and tell the reporter."""
+        self.add(planned)
+        self.ask_follow_up()
+        for warning in self.store.warnings:
+            self.reporter.note(warning)
+        if self.stale:
+            self.reporter.note(f"{self.stale} record(s) older than the harness (records version < "
+                               f"{RECORDS_VERSION}) run again")
+        self.reporter.planned(list(self.pending), self.summary.resumed)
 
-    def save(job: CellJob, record: dict, claim) -> None:
+    def save(self, job: CellJob, record: dict, claim) -> None:
         if job.tuning is not None and "tuning" not in record:
             record["tuning"] = job.tuning
-        store.write(record)
-        store.release(claim)
-        running.discard(job.cell_id)
-        summary.records.append(record)
-        reporter.finished(job, record)
-        if fail_fast and record["status"] in HARNESS_FAILURES:
-            summary.stopped_early = True
-        more = ask_follow_up()
+        self.store.write(record)
+        self.store.release(claim)
+        self.running.discard(job.cell_id)
+        self.summary.records.append(record)
+        self.reporter.finished(job, record)
+        if self.fail_fast and record["status"] in HARNESS_FAILURES:
+            self.summary.stopped_early = True
+        more = self.ask_follow_up()
         if more:
-            added = getattr(reporter, "added", None)
+            added = getattr(self.reporter, "added", None)
             if added is not None:
                 added(more)
 
-    claims: dict[str, object] = {}
-    store.start_heartbeat()
-    try:
-        while pending or executor.in_flight():
-            while pending and not summary.stopped_early and executor.free_slots() > 0:
-                job = pending.popleft()
-                claim = store.claim(job.cell)
-                if claim is None:
-                    summary.elsewhere.append(job)
-                    continue
-                record = done_meanwhile(job)
-                if record is not None:
-                    store.release(claim)
-                    summary.resumed.append(record)
-                    continue
-                running.add(job.cell_id)
-                if job.skip_reason:
-                    save(job, run_cell(job), claim)
-                    continue
-                claims[job.cell_id] = claim
-                executor.submit(job)
-            if summary.stopped_early:
-                summary.not_run.extend(pending)
-                pending.clear()
-                if executor.in_flight():
-                    reporter.note(f"--fail-fast: stopping {executor.in_flight()} cell(s) "
-                                  f"in flight")
-                    executor.cancel()
-                break
-            if not executor.in_flight():
+    def start_free(self) -> None:
+        """Claim and start queued cells while the executor has free slots; a cell another run
+        holds or has finished meanwhile is set aside, a skipped one is recorded here."""
+        while (self.pending and not self.summary.stopped_early
+               and self.executor.free_slots() > 0):
+            job = self.pending.popleft()
+            claim = self.store.claim(job.cell)
+            if claim is None:
+                self.summary.elsewhere.append(job)
                 continue
-            for job, record in executor.wait(poll_s, reporter.event):
-                save(job, record, claims.pop(job.cell_id))
-        still_elsewhere = []
-        for job in summary.elsewhere:
-            record = done_meanwhile(job)
+            record = self.done_meanwhile(job)
             if record is not None:
-                summary.resumed.append(record)
+                self.store.release(claim)
+                self.summary.resumed.append(record)
+                continue
+            self.running.add(job.cell_id)
+            if job.skip_reason:
+                self.save(job, run_cell(job), claim)
+                continue
+            self.claims[job.cell_id] = claim
+            self.executor.submit(job)
+
+    def stop(self) -> None:
+        """After --fail-fast stopped the run: the queued cells are not run, those in flight
+        cancelled."""
+        self.summary.not_run.extend(self.pending)
+        self.pending.clear()
+        if self.executor.in_flight():
+            self.reporter.note(f"--fail-fast: stopping {self.executor.in_flight()} cell(s) "
+                               f"in flight")
+            self.executor.cancel()
+
+    def loop(self, poll_s: float) -> None:
+        while self.pending or self.executor.in_flight():
+            self.start_free()
+            if self.summary.stopped_early:
+                self.stop()
+                break
+            if not self.executor.in_flight():
+                continue
+            for job, record in self.executor.wait(poll_s, self.reporter.event):
+                self.save(job, record, self.claims.pop(job.cell_id))
+
+    def settle_elsewhere(self) -> None:
+        """The cells another run held: resumed where it has written their record since."""
+        still_elsewhere = []
+        for job in self.summary.elsewhere:
+            record = self.done_meanwhile(job)
+            if record is not None:
+                self.summary.resumed.append(record)
             else:
                 still_elsewhere.append(job)
-        summary.elsewhere = still_elsewhere
-    finally:
-        if claims:
-            executor.cancel()
-        executor.close()
-        store.release_all()
-        store.stop_heartbeat()
-        summary.wall_time_s = time.perf_counter() - t0
-    return summary
+        self.summary.elsewhere = still_elsewhere
+
+    def close(self) -> None:
+        if self.claims:
+            self.executor.cancel()
+        self.executor.close()
+        self.store.release_all()
+        self.store.stop_heartbeat()

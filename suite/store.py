@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from leaderboard.schema import (RECORD_SUFFIXES, RecordError, dumps, dumps_compact,
+from leaderboard.loading.schema import (RECORD_SUFFIXES, RecordError, dumps, dumps_compact,
                                 gzip_bytes, read_record_text, validate_record)
 
 STALE_AFTER_S = 600.0   # a claim from another host with no heartbeat for this long is stale

@@ -1,5 +1,6 @@
 """The cells of a tuned run: sweep cells first, then each (task, scorer)'s reporting cells at the
-point its sweep chose (the protocol is in :mod:`suite.tuning` and :mod:`leaderboard.choice`).
+point its sweep chose (the protocol is in :mod:`suite.tuning` and
+:mod:`leaderboard.loading.choice`).
 
 ``plan_run`` expands a profile as :func:`suite.cells.expand` does and, for every task with a grid
 in ``[tuning]``, replaces its reporting cells by the sweep cells of the grid; the scheduler asks
@@ -12,9 +13,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leaderboard.choice import (Choice, Point, choose, point_label, points, stopping_blocks,
-                                trial)
-from leaderboard.schema import SWEEP, TUNED, Cell
+from leaderboard.loading.choice import (Choice, Point, choose, point_label, points,
+                                        stopping_blocks, trial)
+from leaderboard.loading.schema import SWEEP, TUNED, Cell
 from registry.settings import RATE, keys_with_role
 
 from .cells import PlannedCell, expand, resolve_config

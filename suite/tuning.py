@@ -19,7 +19,7 @@ A profile's ``[tuning]`` table::
 ``enabled = false`` turns a table inherited from another profile off. Tasks without a grid run
 untuned at the profile's config.
 
-The sweep cells and the choice made from them: :mod:`leaderboard.choice`.
+The sweep cells and the choice made from them: :mod:`leaderboard.loading.choice`.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from leaderboard.choice import Choice, Rule
+from leaderboard.loading.choice import Choice, Rule
 
 from .profiles import Profile, ProfileError
 

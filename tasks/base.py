@@ -33,8 +33,8 @@ class Metric:
     ``TaskResult.extra["anchors"][metric] = {"floor": ..., "ceiling": ...}`` and overrides the
     declared one. ``min_effect`` is the smallest difference, relative to the baseline's mean
     (absolute when that mean is 0), that can be called better or worse; the leaderboard holds
-    each metric to the larger of it and its practical size (``leaderboard/resolution.py``), and
-    a significant difference below that reads "within resolution".
+    each metric to the larger of it and its practical size (``leaderboard/method/resolution.py``),
+    and a significant difference below that reads "within resolution".
     """
 
     direction: str  # "lower" or "higher"

@@ -161,8 +161,8 @@ def _md_cells(line: str) -> list[str]:
 
 def small_release(base: Path, releases: Path, name: str, finished: str, html: bool = True):
     """A two-scorer, one-task release (published in-process); its page too when ``html``."""
-    from leaderboard.html import write_site
-    from leaderboard.release import publish
+    from leaderboard.publishing.site import write_site
+    from leaderboard.publishing.release import publish
 
     results = base / f"results-{name}"
     populate(results, {"softmax": 0.0, "ssa": -0.1}, with_grid=False, finished=finished)
@@ -177,9 +177,9 @@ def add_claims(release_dir: Path) -> list[dict]:
     re-render its page (and its siblings'); returns the claims."""
     import json
 
-    from leaderboard.html import write_site
+    from leaderboard.publishing.site import write_site
 
-    from leaderboard.release import read_results, write_results
+    from leaderboard.publishing.release import read_results, write_results
 
     data = read_results(release_dir)
     base = {"source": "paper.pdf §4", "profile": "cpu", "baseline": "softmax",

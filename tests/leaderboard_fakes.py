@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from leaderboard.schema import cell_id, dumps, validate_record
+from leaderboard.loading.schema import cell_id, dumps, validate_record
 
 DEFAULT_SPECS = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0},
                  "accuracy": {"direction": "higher", "headline": False}}

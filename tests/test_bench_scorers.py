@@ -10,7 +10,7 @@ import torch
 from tasks.bench import (BenchError, ScorerBenchConfig, bench_scorers, cpu_peak_bytes, make_mask,
                          parse_shapes, scorer_rows)
 from suite.commands.bench import run_bench_cells
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 from tasks import TaskError, create_task
 
 TINY = [[2, 2, 16, 8]]
@@ -114,8 +114,8 @@ def test_records_are_cost_track_records(tiny_records):
 
 
 def test_leaderboard_shows_the_cost_track(tiny_records):
-    from leaderboard.aggregate import build_board
-    from leaderboard.markdown import track_table
+    from leaderboard.method.aggregate import build_board
+    from leaderboard.rendering.markdown import track_table
 
     table = track_table(build_board(tiny_records[0]), "cost")
     assert "bench_scorers" in table
@@ -160,8 +160,8 @@ def test_cli_prints_and_records(tmp_path):
 
 
 def test_a_length_sweep_gives_cost_against_length_and_its_slope(tmp_path):
-    from tasks.bench import (loglog_slope, parse_lengths, plot_scaling, scaling_series,
-                             sweep_shapes)
+    from leaderboard.rendering.plots import loglog_slope, plot_scaling, scaling_series
+    from tasks.bench import parse_lengths, sweep_shapes
 
     assert parse_lengths("256, 512,1024") == [256, 512, 1024]
     for bad in ("", "a,b", "0,256"):

@@ -7,7 +7,7 @@ import pytest
 
 from tasks.bench import BenchError, TrainBenchConfig, bench_train, train_rows
 from suite.commands.bench import run_bench_cells
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 
 
 def test_config_errors():

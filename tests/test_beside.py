@@ -15,7 +15,7 @@ import pytest
 
 from scorers import registry as scorer_registry
 from suite.cli import main
-from leaderboard.release import read_results
+from leaderboard.publishing.release import read_results
 from tasks import registry as task_registry
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from leaderboard.records import parse_record
-from leaderboard.schema import validate_record
+from leaderboard.loading.records import parse_record
+from leaderboard.loading.schema import validate_record
 from tasks import TaskError, create_task
 from tasks.decoder_lm import context_metrics
 from tasks.lmeval.perplexity import context_perplexities, unigram_perplexity

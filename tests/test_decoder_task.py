@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from suite.profiles import PROFILE_DIR
-from leaderboard.schema import validate_items
+from leaderboard.loading.schema import validate_items
 from tasks import RunContext, TaskError, TrainingFailure, create_task
 from tasks.data.bpe import train_bpe
 from tasks.decoder_lm import DecoderLMConfig, lr_at, train

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from suite.executors.remote import run_job_json
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 from suite.runner import CellJob, run_cell, run_cell_with_oom_retry
 from tasks.base import micro_batches
 

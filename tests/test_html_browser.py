@@ -26,7 +26,7 @@ from html_support import (
 
 from scorers.registry import scoped
 from suite.commands.serve import make_server
-from leaderboard.release import read_results
+from leaderboard.publishing.release import read_results
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

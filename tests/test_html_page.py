@@ -21,14 +21,14 @@ from html_support import (
     write_results,
 )
 
-from leaderboard.columns import Field
-from leaderboard.html import INDEX, read_scorers, write_index, write_site
-from leaderboard.html.markup import code_text
-from leaderboard.html.numbers import decimals, number_format
-from leaderboard.html.tables import field_column
+from leaderboard.rendering.columns import Field
+from leaderboard.publishing.site import INDEX, read_scorers, write_index, write_site
+from leaderboard.rendering.html.markup import code_text
+from leaderboard.rendering.text import decimals, number_format
+from leaderboard.rendering.html.tables import field_column
 from scorers.registry import scoped
-from leaderboard.release import ReleaseError, read_results
-from leaderboard.release import write_results as write_release_results
+from leaderboard.publishing.release import ReleaseError, read_results
+from leaderboard.publishing.release import write_results as write_release_results
 
 # Columns whose text is the README's; the numbers with an interval are compared by value.
 OVERALL_COLUMNS = ["tier", "scorer", "rank", "tasks", "tier-1 tasks", "failed cells"]

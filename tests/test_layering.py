@@ -1,7 +1,8 @@
 """The packages' layering, as the import-linter contracts of pyproject.toml state it: registry
 imports no scorebench package, scorers none of tasks/suite/leaderboard, tasks neither suite nor
-leaderboard, leaderboard neither tasks nor scorers, and no two modules or subpackages of a package
-import each other."""
+leaderboard, leaderboard neither tasks nor scorers, inside leaderboard publishing over rendering
+over the method over loading records, and no two modules or subpackages of a package import each
+other."""
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ def lint(config: Path) -> subprocess.CompletedProcess:
 def test_the_import_contracts_hold():
     result = lint(ROOT / "pyproject.toml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 kept, 0 broken" in result.stdout
+    assert "6 kept, 0 broken" in result.stdout
 
 
 def test_no_contract_has_exceptions():

@@ -18,9 +18,9 @@ true null about a quarter of the time at three seeds when seed noise dominates.
 import numpy as np
 import pytest
 
-from leaderboard import stats
-from leaderboard.aggregate import build_board
-from leaderboard.release import canonical
+from leaderboard.method import stats
+from leaderboard.method.aggregate import build_board
+from leaderboard.publishing.release import canonical
 from leaderboard_fakes import load_json, make_record, write_record
 
 N_ITEMS = 50

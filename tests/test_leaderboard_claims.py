@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from leaderboard.aggregate import build_board
-from leaderboard.claims import Claim, judge, load_claims
-from leaderboard.markdown import release_readme
+from leaderboard.method.aggregate import build_board
+from leaderboard.method.claims import Claim, judge, load_claims
+from leaderboard.rendering.markdown import release_readme
 from leaderboard_fakes import make_record, write_record
 
 SPECS = {"mse_T9_shifted": {"direction": "lower", "headline": True, "ceiling": 0.0},

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from leaderboard_fakes import make_record, populate, write_record
 
-from leaderboard.aggregate import build_board
-from leaderboard.release import ReleaseError, publish, reproduce
+from leaderboard.method.aggregate import build_board
+from leaderboard.publishing.release import ReleaseError, publish
+from leaderboard.publishing.reproduction import reproduce
 from suite import cli
-from leaderboard.schema import RECORDS_VERSION, dumps_compact, gzip_bytes
+from leaderboard.loading.schema import RECORDS_VERSION, dumps_compact, gzip_bytes
 
 N_BOOT = 200
 
@@ -145,10 +146,10 @@ def test_every_committed_tuned_scorer_is_reported_at_the_rules_choice():
     chosen) is the rule's choice recomputed from its committed sweep records."""
     from dataclasses import replace
 
-    from leaderboard import tuning
-    from leaderboard.records import load_records
-    from leaderboard.selection import split_superseded
-    from leaderboard.choice import SELECTION_RULE
+    from leaderboard.method import tuning
+    from leaderboard.loading.records import load_records
+    from leaderboard.loading.selection import split_superseded
+    from leaderboard.loading.choice import SELECTION_RULE
 
     repo = Path(__file__).resolve().parent.parent
     loaded = load_records(repo / "leaderboard" / "records")
@@ -184,7 +185,7 @@ def test_check_tells_last_digit_arithmetic_from_a_real_change(tmp_path, capsys):
     records = populate_and_return(tmp_path / "records")
     releases = tmp_path / "leaderboard" / "releases"
     publish(records, "r1", releases, n_boot=N_BOOT)
-    from leaderboard.release import read_results, write_results
+    from leaderboard.publishing.release import read_results, write_results
 
     pristine = read_results(releases / "r1")
     for rel, expected, message in ((1e-13, 0, "differ in their last digits"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from leaderboard.convergence import reliability, summary
-from leaderboard.records import load_records
+from leaderboard.method.convergence import reliability, summary
+from leaderboard.loading.records import load_records
 from leaderboard_fakes import make_record, write_record
 
 
@@ -59,13 +59,13 @@ def tuned(task, scorer, seed, lr, value, *, role):
                             "grid": {"lr": [1e-3, 2e-3, 4e-3, 8e-3]}}
     else:
         record["tuning"] = {"role": "sweep", "point": {"lr": lr}}
-    from leaderboard.schema import cell_id
+    from leaderboard.loading.schema import cell_id
     record["cell_id"] = cell_id(record["cell"])
     return record
 
 
 def test_a_verdict_is_checked_at_the_neighbouring_rates_on_the_same_tuning_seeds(tmp_path):
-    from leaderboard.neighbours import BETTER, check, words
+    from leaderboard.method.neighbours import BETTER, check, words
 
     grid = {"softmax": {2e-3: 0.80},                        # its chosen rate
             "ssa": {1e-3: 0.85, 2e-3: 0.86, 4e-3: 0.70, 8e-3: 0.90}}   # chosen 2e-3

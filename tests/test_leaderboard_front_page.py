@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from leaderboard import summary
-from leaderboard.aggregate import build_board
-from leaderboard.release import write_leaderboard_md
+from leaderboard.rendering import summary
+from leaderboard.method.aggregate import build_board
+from leaderboard.publishing.release import write_leaderboard_md
 from leaderboard_fakes import make_record, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,8 +89,8 @@ def test_the_readmes_pandas_example_runs_on_the_committed_release_and_its_cells_
 def test_compare_against_softmax_gives_the_boards_numbers(capsys):
     import pytest
 
-    from leaderboard import pairwise
-    from leaderboard.release import list_releases, load_release
+    from leaderboard.method import pairwise
+    from leaderboard.publishing.release import list_releases, load_release
     from suite.cli import main
 
     releases = ROOT / "leaderboard" / "releases"

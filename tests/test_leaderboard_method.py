@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.aggregate import build_board
-from leaderboard.anchors import normalized
-from leaderboard.columns import FIELDS
-from leaderboard.html.tables import field_column
-from leaderboard.markdown import failed_cells_sentence, overall_table, release_readme, track_table
+from leaderboard.method.aggregate import build_board
+from leaderboard.method.anchors import normalized
+from leaderboard.rendering.columns import FIELDS
+from leaderboard.rendering.html.tables import field_column
+from leaderboard.rendering.markdown import failed_cells_sentence, overall_table, release_readme, track_table
 from leaderboard_fakes import make_record, write_record
 
 LOWER = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
@@ -201,7 +201,7 @@ def test_a_records_own_anchors_override_the_declared_ones(tmp_path):
 
 
 def test_method_text_ends_with_the_differences_from_the_paper():
-    from leaderboard.markdown import PAPER_DIFFERENCES, method_text
+    from leaderboard.rendering.markdown import PAPER_DIFFERENCES, method_text
 
     text = method_text({"n_boot": 1000, "baseline": "softmax", "alpha": 0.05})
     assert text.endswith(PAPER_DIFFERENCES)
@@ -219,8 +219,8 @@ METHOD_WORDS = ("bootstrap", "student t", "paired t", "sign-flip", "permutation"
 
 
 def test_every_column_title_names_the_method_its_statistic_uses():
-    from leaderboard.columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
-    from leaderboard.stats import METHODS
+    from leaderboard.rendering.columns import CLAIM_FIELDS, FIELDS, MARKDOWN_FIELDS
+    from leaderboard.method.stats import METHODS
 
     fields = [*FIELDS["rows"].values(), *FIELDS["overall"].values(), *CLAIM_FIELDS.values(),
               *MARKDOWN_FIELDS.values()]
@@ -236,8 +236,8 @@ def test_every_column_title_names_the_method_its_statistic_uses():
 
 
 def test_the_markdown_legend_and_the_page_read_one_definition(tmp_path):
-    from leaderboard.columns import FIELDS
-    from leaderboard.html import context, overall, tracks
+    from leaderboard.rendering.columns import FIELDS
+    from leaderboard.rendering.html import context, overall, tracks
 
     write_table(tmp_path, {"softmax": [0.3, 0.31, 0.29], "ssa": [0.2, 0.21, 0.22]})
     readme = release_readme(build_board(tmp_path, n_boot=200), [])

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from leaderboard import plots
+from leaderboard.rendering import plots
 
 
 @pytest.fixture

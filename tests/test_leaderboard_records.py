@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from leaderboard.aggregate import aggregate, build_board
-from leaderboard.board import Board
-from leaderboard.markdown import outside_overall, track_table
-from leaderboard.records import load_records
+from leaderboard.method.aggregate import aggregate, build_board
+from leaderboard.method.board import Board
+from leaderboard.rendering.markdown import track_table
+from leaderboard.rendering.notes import outside_overall
+from leaderboard.loading.records import load_records
 from leaderboard_fakes import make_record, populate, write_raw, write_record
 
 N_BOOT = 1000
@@ -331,8 +332,8 @@ def test_cost_track_has_its_own_table_and_stays_out_of_overall(tmp_path):
 
 
 def test_leaderboard_never_imports_torch_or_models():
-    code = ("import sys, leaderboard.release, leaderboard.history, leaderboard.aggregate, "
-            "leaderboard.plots, leaderboard.markdown, leaderboard.records, leaderboard.stats\n"
+    code = ("import sys, leaderboard.publishing.release, leaderboard.publishing.regressions, leaderboard.method.aggregate, "
+            "leaderboard.rendering.plots, leaderboard.rendering.markdown, leaderboard.loading.records, leaderboard.method.stats\n"
             "bad = [m for m in ('torch', 'scorers', 'tasks') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True,

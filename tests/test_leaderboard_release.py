@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from leaderboard.release import ReleaseError, list_releases, load_release, publish, read_results
+from leaderboard.publishing.release import ReleaseError, list_releases, load_release, publish, read_results
 from leaderboard_fakes import make_record, populate, write_raw, write_record
 from suite import cli
 
@@ -175,7 +175,7 @@ def test_publish_elsewhere_writes_only_inside_the_given_directories(tmp_path, ca
 
 
 def test_default_leaderboard_md_placement(tmp_path, monkeypatch):
-    from leaderboard.release import default_leaderboard_md
+    from leaderboard.publishing.release import default_leaderboard_md
 
     monkeypatch.chdir(tmp_path)
     # The repository's layout: the root's LEADERBOARD.md, as `--out leaderboard/releases` gives.

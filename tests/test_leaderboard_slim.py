@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from leaderboard_fakes import populate
 
-from leaderboard.release import (COMMITTED_PLOTS, PLAIN_RESULTS, RESULTS, is_committed_plot,
+from leaderboard.publishing.release import (COMMITTED_PLOTS, PLAIN_RESULTS, RESULTS, is_committed_plot,
                                  list_releases, load_release, publish, read_results_text)
 from suite import cli
 

@@ -7,7 +7,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from leaderboard import stats
+from leaderboard.method import stats
 
 
 def test_t_interval_matches_scipy_and_handles_no_spread():

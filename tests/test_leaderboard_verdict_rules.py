@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard import informative, resolution
-from leaderboard.aggregate import build_board
-from leaderboard.claims import load_claims
-from leaderboard.markdown import release_readme
+from leaderboard.method import informative, resolution
+from leaderboard.method.aggregate import build_board
+from leaderboard.method.claims import load_claims
+from leaderboard.rendering.markdown import release_readme
 from leaderboard_fakes import make_record, write_record
 
 ERROR = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}

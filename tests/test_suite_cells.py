@@ -8,7 +8,7 @@ from suite_support import TASK, plugin_tasks, profile_file, sha16
 
 from suite.cells import Cell, config_object, expand
 from suite.profiles import ProfileError, load_profile
-from leaderboard.schema import canonical_json, cell_id
+from leaderboard.loading.schema import canonical_json, cell_id
 
 CELL = dict(task="icl_linear", task_version=1, track="icl", scorer="ssa", scorer_version=2,
             scorer_kwargs={}, profile="cpu", seed=0, config={"n_layer": 2, "lr": 0.0001})

@@ -14,7 +14,7 @@ from suite.cells import expand, resolve_tasks
 from suite.executors import create_executor
 from suite.profiles import load_profile
 from suite.provenance import git_state
-from leaderboard.schema import RECORDS_VERSION, stale_reason
+from leaderboard.loading.schema import RECORDS_VERSION, stale_reason
 from suite.scheduler import run_cells
 from suite.store import STORE_FILE, ResultStore
 

@@ -113,7 +113,7 @@ def test_dry_run_prints_the_estimate_from_records(tmp_path, capsys, monkeypatch)
     from suite import provenance
     from suite.cells import expand
     from suite.profiles import load_profile
-    from leaderboard.schema import RECORDS_VERSION, cell_id
+    from leaderboard.loading.schema import RECORDS_VERSION, cell_id
 
     monkeypatch.setattr(provenance, "hardware", lambda device: HW)
     results = tmp_path / "results"

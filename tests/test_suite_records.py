@@ -12,7 +12,7 @@ import pytest
 
 from suite import store as store_module
 from suite.cells import Cell
-from leaderboard.schema import RecordError, SCHEMA_VERSION, cell_id, validate_record
+from leaderboard.loading.schema import RecordError, SCHEMA_VERSION, cell_id, validate_record
 from suite.store import ResultStore, atomic_write_text, pid_alive
 
 CELL = Cell(task="icl_linear", task_version=1, track="icl", scorer="ssa", scorer_version=1,

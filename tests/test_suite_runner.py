@@ -11,7 +11,7 @@ from suite_support import expected_draws, plugin_tasks, profile_file
 from suite.cells import expand
 from suite.executors import create_executor
 from suite.profiles import load_profile
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 from suite.runner import CellJob, run_cell
 from suite.scheduler import run_cells
 from suite.store import ResultStore

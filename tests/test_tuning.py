@@ -22,7 +22,8 @@ from suite.profiles import ProfileError, load_profile
 from suite.scheduler import run_cells
 from suite.store import ResultStore
 from suite.sweep import plan_run
-from leaderboard.choice import Rule, Trial, choose, curve_area, grown, points, trial
+from leaderboard.loading.choice import (Rule, Trial, choose, curve_area, grown, points,
+                                        trial)
 from suite.tuning import parse_tuning
 
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
@@ -396,7 +397,7 @@ def test_shipped_profiles_tune_every_training_task_with_a_wide_rate_grid():
 def test_the_leaderboard_knows_every_tunable_rate_a_task_declares():
     """The leaderboard recomputes the choice from records, which name no roles: its rate axes
     (data) cover every tunable key a task declares role="rate", and the plugin's."""
-    from leaderboard.tuning import RATE_KEYS
+    from leaderboard.method.tuning import RATE_KEYS
     from registry.settings import RATE, keys_with_role
     from tasks import get_task_class, list_tasks
     from tasks.config import tunable_keys
@@ -591,7 +592,7 @@ def test_dry_run_times_sweep_cells_by_the_sweep_records(tmp_path, capsys):
 
 
 def test_the_release_shows_the_tuning_and_the_learning_curves(tmp_path):
-    from leaderboard.release import load_release, publish
+    from leaderboard.publishing.release import load_release, publish
 
     with tuned_plugin():
         prof = profile(tmp_path / "p.toml", best_lr=1e-3, diverge_at_or_above=2e-3, steps=8)
@@ -621,7 +622,8 @@ def test_a_run_under_a_changed_rule_reports_at_its_own_choice_and_the_release_ke
     """Reporting records chosen by an earlier rule stay on disk; a run under the current rule
     reports at its own choice, and a release takes those and lists the earlier ones superseded."""
     import suite.sweep
-    from leaderboard.release import load_release, publish, reproduce
+    from leaderboard.publishing.release import load_release, publish
+    from leaderboard.publishing.reproduction import reproduce
 
     def earlier_rule(*args, **kwargs):
         choice = choose(*args, **kwargs)

@@ -229,7 +229,7 @@ def _print_scaling(console, records, args) -> None:
 
     from rich.table import Table
 
-    from tasks.bench import loglog_slope, plot_scaling, scaling_series
+    from leaderboard.rendering.plots import loglog_slope, plot_scaling, scaling_series
 
     for (b, h, d), by_scorer in scaling_series(records).items():
         lengths = sorted({p[0] for points in by_scorer.values() for p in points})

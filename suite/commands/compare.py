@@ -23,8 +23,8 @@ def _num(x: float) -> str:
 def run(args) -> int:
     from tabulate import tabulate
 
-    from leaderboard import pairwise
-    from leaderboard.release import ReleaseError, list_releases, load_release
+    from leaderboard.method import pairwise
+    from leaderboard.publishing.release import ReleaseError, list_releases, load_release
 
     releases = {d.name: d for d, _ in list_releases(args.out)}
     name = args.release or next(iter(releases), None)

@@ -28,10 +28,10 @@ def register(sub, common):
                         "nightly by later runs)")
     p.add_argument("--z", type=float, metavar="Z",
                    help="a metric moved when |Δ| > Z x its seed standard error (default 3, "
-                        "leaderboard.history.Z_THRESHOLD)")
+                        "leaderboard.publishing.regressions.Z_THRESHOLD)")
     p.add_argument("--rtol", type=float, metavar="R",
                    help="... and by more than R x its magnitude (default 1e-4, "
-                        "leaderboard.history.RELATIVE_FLOOR)")
+                        "leaderboard.publishing.regressions.RELATIVE_FLOOR)")
     p.add_argument("--html", action="store_true",
                    help="also write the release's index.html (as `scorebench publish --html`)")
     p.add_argument("--skip-run", action="store_true",

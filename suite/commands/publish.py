@@ -54,7 +54,7 @@ def register(sub, common):
 
 
 def run(args) -> int:
-    from leaderboard.release import ReleaseError
+    from leaderboard.publishing.release import ReleaseError
 
     from ..publishing import publish_release
 
@@ -81,8 +81,9 @@ def check(args) -> int:
     """``--check``: the release's results.json against a republish of its records."""
     from pathlib import Path
 
-    from leaderboard.records import RELEASES_SUBDIR
-    from leaderboard.release import ReleaseError, reproduce
+    from leaderboard.loading.records import RELEASES_SUBDIR
+    from leaderboard.publishing.release import ReleaseError
+    from leaderboard.publishing.reproduction import reproduce
 
     out = args.out if args.out is not None else Path(args.results) / RELEASES_SUBDIR
     try:
@@ -97,9 +98,9 @@ def rebuild(args) -> int:
     """``--rebuild [RELEASE]``: a release's derived files again from its results alone."""
     from pathlib import Path
 
-    from leaderboard.html import write_scorers, write_site
-    from leaderboard.records import RELEASES_SUBDIR
-    from leaderboard.release import ReleaseError, list_releases, load_release, rebuild
+    from leaderboard.publishing.site import write_scorers, write_site
+    from leaderboard.loading.records import RELEASES_SUBDIR
+    from leaderboard.publishing.release import ReleaseError, list_releases, load_release, rebuild
 
     from ..publishing import scorer_metadata
 

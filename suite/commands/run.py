@@ -98,7 +98,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
              estimate_from: tuple = ()) -> int:
     from rich.table import Table
 
-    from leaderboard.schema import stale_reason
+    from leaderboard.loading.schema import stale_reason
     from ..scheduler import should_rerun
     from ..sweep import dry_run_cells
 
@@ -157,7 +157,7 @@ class Estimator:
 
         import scorers
 
-        from leaderboard.schema import RecordError
+        from leaderboard.loading.schema import RecordError
 
         from ..estimate import StepCost, anchor_scorers, device_class
         from ..runner import default_device, worker_threads

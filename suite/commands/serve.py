@@ -22,8 +22,8 @@ def register(sub, common):
 
 def latest_page(releases_dir: Path) -> str:
     """The URL path of the newest release's index.html."""
-    from leaderboard.html import INDEX
-    from leaderboard.release import list_releases
+    from leaderboard.publishing.site import INDEX
+    from leaderboard.publishing.release import list_releases
 
     for release_dir, _ in list_releases(releases_dir):
         if (release_dir / INDEX).is_file():

@@ -29,7 +29,7 @@ def _fmt(v) -> str:
 def _find(cell_id: str, results: Path, board_records: Path) -> tuple[Path, Path | None]:
     """The record of ``cell_id`` (or a unique prefix) under ``results``, else under the board's
     records; and the board's records directory when it was found there."""
-    from leaderboard.schema import RecordError
+    from leaderboard.loading.schema import RecordError
 
     from ..store import NoSuchRecord, ResultStore
 
@@ -52,7 +52,7 @@ def run(args) -> int:
     from rich.table import Table
 
     from ..progress import STYLE
-    from leaderboard.schema import RecordError
+    from leaderboard.loading.schema import RecordError
     from ..store import ResultStore
 
     try:

@@ -16,8 +16,8 @@ def register(sub, common):
 
 
 def run(args) -> int:
-    from leaderboard import summary
-    from leaderboard.release import ReleaseError, list_releases, load_release
+    from leaderboard.rendering import summary
+    from leaderboard.publishing.release import ReleaseError, list_releases, load_release
 
     releases = {d.name: d for d, _ in list_releases(args.out)}
     if not releases:

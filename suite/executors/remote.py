@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from leaderboard.schema import validate_record
+from leaderboard.loading.schema import validate_record
 
 from ..runner import CellJob, run_cell_with_oom_retry
 

@@ -1,0 +1,80 @@
+"""Level, speed and reliability of the tasks trained until their validation metric converges
+(``stop = "converged"``, tasks/stopping.py), reported apart.
+
+The level is the headline metric at the stop (the board's rows and verdicts). Here, per task
+whose reporting records carry a stopping block with a ``target``, per scorer:
+
+- **reliability**: the seeds whose every model reached the target (``target_step`` set) over the
+  seeds, with the exact (Clopper-Pearson) 95% interval of a binomial proportion;
+- **speed**: the steps to the target (the first evaluation at or past it; the slowest model of a
+  cell that trains several), the mean over the seeds that reached it with a t interval, and how
+  many did not;
+- **stops**: how many seeds converged, how many reached the cap, and how many had not learned
+  (passed ``learned_at``) by then.
+
+A scorer whose seeds split (some reach the target, some do not) is marked so: the mean of its
+level is then a mean that no seed has.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from scipy.stats import binomtest
+
+from ..loading.records import LoadedRecords, Record
+from .stats import ALPHA, t_interval
+
+
+def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """(fraction, low, high): the exact binomial interval of ``reached`` out of ``seeds``."""
+    ci = binomtest(reached, seeds).proportion_ci(confidence_level=1 - alpha, method="exact")
+    return reached / seeds, float(ci.low), float(ci.high)
+
+
+def seed_outcome(record: Record) -> dict | None:
+    """One reporting record's stop: reached, steps to the target, reason and learned; None
+    without a target."""
+    blocks = record.stopping
+    if not blocks or any("target" not in b for b in blocks):
+        return None
+    steps = [b.get("target_step") for b in blocks]
+    reached = all(s is not None for s in steps)
+    return {"seed": record.seed, "reached": reached, "steps": max(steps) if reached else None,
+            "target": blocks[0]["target"], "cap": blocks[0]["cap"],
+            "reason": "cap" if any(b["reason"] == "cap" for b in blocks) else "converged",
+            "learned": all(b["learned"] for b in blocks),
+            "stop_step": max(b["stop_step"] for b in blocks)}
+
+
+def scorer_summary(outcomes: list[dict]) -> dict:
+    seeds, reached = len(outcomes), sum(o["reached"] for o in outcomes)
+    rel, low, high = reliability(reached, seeds)
+    steps = [o["steps"] for o in outcomes if o["reached"]]
+    speed = None
+    if steps:
+        lo, hi = t_interval(np.array(steps, dtype=float))
+        speed = {"mean": float(np.mean(steps)), "lo": lo, "hi": hi, "seeds": len(steps)}
+    return {"seeds": seeds, "reached": reached, "reliability": rel, "reliability_lo": low,
+            "reliability_hi": high, "speed": speed, "not_reached": seeds - reached,
+            "split": 0 < reached < seeds,
+            "converged": sum(o["reason"] == "converged" for o in outcomes),
+            "cap": sum(o["reason"] == "cap" for o in outcomes),
+            "not_learned": sum(not o["learned"] for o in outcomes),
+            "stop_steps": sorted(o["stop_step"] for o in outcomes)}
+
+
+def summary(loaded: LoadedRecords) -> dict:
+    """{task: {"target", "cap", "scorers": {label: scorer_summary}}} over the ``ok`` reporting
+    records with a target; empty when no task has one."""
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in loaded.records:
+        outcome = seed_outcome(r) if r.status == "ok" else None
+        if outcome is not None:
+            groups[r.task][r.scorer_label].append(outcome)
+    out = {}
+    for task, by_scorer in sorted(groups.items()):
+        first = next(iter(by_scorer.values()))[0]
+        out[task] = {"target": first["target"], "cap": first["cap"],
+                     "scorers": {label: scorer_summary(o) for label, o in sorted(by_scorer.items())}}
+    return out

@@ -1,0 +1,91 @@
+"""Learning curves in a release: every training task's validation metric during training
+(``extra["validation"]["curve"]`` of the reporting records; tasks/validation.py).
+
+``summary(loaded, baseline)`` gives, per task (``<profile>/<task>`` when several profiles ran it),
+per scorer: the curve steps, the mean over seeds with a 95% t-interval, the final validation value
+and ``reach_step``: the first curve step at which the scorer's mean reaches the declared fraction
+``reach`` of the baseline's final value (``reach x final`` when higher is better, ``final / reach``
+when lower is), None when it never does. :mod:`leaderboard.rendering.curves` plots and tabulates
+them.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from scipy import stats as sps
+
+from ..loading.records import LoadedRecords, Record
+
+
+def _band(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and 95% t-interval of the finite values (the interval is the mean itself for one)."""
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return (np.nan, np.nan, np.nan)
+    mean = float(v.mean())
+    if len(v) < 2:
+        return (mean, mean, mean)
+    half = float(sps.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+    return (mean, mean - half, mean + half)
+
+
+def reached(value: float, final: float, reach: float, direction: str) -> bool:
+    if direction == "higher":
+        return value >= reach * final
+    return value <= final / reach
+
+
+def _curves(records: list[Record]) -> tuple[list[int], np.ndarray] | None:
+    """The common steps of the records' curves and the (seeds, steps) values (NaN: missing)."""
+    curves = [r.validation.get("curve") or {} for r in records]
+    steps = sorted({int(s) for c in curves for s in c.get("step", [])})
+    if not steps:
+        return None
+    table = np.full((len(curves), len(steps)), np.nan)
+    for i, c in enumerate(curves):
+        for s, v in zip(c.get("step", []), c.get("value", [])):
+            if v is not None:
+                table[i, steps.index(int(s))] = float(v)
+    return steps, table
+
+
+def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
+    groups: dict[tuple[str, str], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for r in loaded.records:
+        if r.status == "ok" and r.validation and (r.validation.get("curve") or {}).get("step"):
+            groups[(r.profile, r.task)][r.scorer_label].append(r)
+    profiles = defaultdict(set)
+    for profile, task in groups:
+        profiles[task].add(profile)
+    out: dict = {}
+    for (profile, task), by_scorer in sorted(groups.items()):
+        key = task if len(profiles[task]) == 1 else f"{profile}/{task}"
+        first = next(iter(by_scorer.values()))[0].validation
+        entry = {"profile": profile, "metric": first.get("metric"),
+                 "direction": first.get("direction", "higher"),
+                 "reach": float(first.get("reach", 0.9)), "baseline": baseline,
+                 "baseline_final": None, "scorers": {}}
+        for label, recs in sorted(by_scorer.items()):
+            found = _curves(recs)
+            if found is None:
+                continue
+            steps, table = found
+            bands = [_band(table[:, j]) for j in range(len(steps))]
+            finals = np.array([(r.validation.get("value") if r.validation.get("value")
+                                is not None else np.nan) for r in recs], dtype=float)
+            entry["scorers"][label] = {
+                "seeds": len(recs), "step": steps,
+                "mean": [b[0] for b in bands], "lo": [b[1] for b in bands],
+                "hi": [b[2] for b in bands], "final": _band(finals)[0],
+            }
+        base = entry["scorers"].get(baseline)
+        if base is not None and np.isfinite(base["mean"][-1]):
+            final = base["mean"][-1]
+            entry["baseline_final"] = final
+            for s in entry["scorers"].values():
+                s["reach_step"] = next((step for step, m in zip(s["step"], s["mean"])
+                                        if np.isfinite(m) and reached(m, final, entry["reach"],
+                                                                      entry["direction"])), None)
+        out[key] = entry
+    return out

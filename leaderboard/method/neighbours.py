@@ -1,0 +1,85 @@
+"""Does a verdict hold next door? For a scorer's verdict against the baseline on a headline
+metric, the same comparison at the learning rates next to the scorer's chosen one.
+
+The sweep cells of a task trained to convergence run the reported evaluation on their tuning
+seeds (tasks/icl_training.py ``evaluated``). At each grid neighbour of the scorer's chosen rate,
+the scorer's mean over its tuning seeds is compared with the baseline's mean at the baseline's
+own chosen rate over the same tuning seeds; the verdict holds there when the difference has the
+verdict's sign. A verdict that holds at every neighbour reads "holds at k/k neighbouring rates";
+one that does not is "rate-sensitive". A neighbour without records on every one of those seeds
+is left out.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from ..loading.records import LoadedRecords, Record
+from .tuning import RATE_KEY
+
+BETTER, WORSE = 1, -1
+
+
+def _chosen(records: list[Record]) -> tuple[float | None, list[float]]:
+    """The chosen rate and the rate grid that the reporting records' tuning block names."""
+    block = next((r.tuning for r in records if r.tuning and r.tuning.get("role") == "report"),
+                 None) or {}
+    point, grid = block.get("point") or {}, (block.get("grid") or {}).get(RATE_KEY) or []
+    return point.get(RATE_KEY), sorted(grid)
+
+
+def neighbours(rate: float, grid: list[float]) -> list[float]:
+    i = grid.index(rate)
+    return [grid[j] for j in (i - 1, i + 1) if 0 <= j < len(grid)]
+
+
+def _means(sweeps: list[Record], rate: float, metric: str) -> dict[int, float]:
+    out = {}
+    for r in sweeps:
+        value = r.metrics.get(metric)
+        if r.config.get(RATE_KEY) == rate and r.status == "ok" and value is not None \
+                and math.isfinite(value):
+            out[r.seed] = value
+    return out
+
+
+def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
+          baseline: str = "softmax") -> dict[tuple[str, str, str], dict]:
+    """For each (task, scorer label, metric) -> sign (BETTER or WORSE, in the metric's favour),
+    ``{"holds": k, "of": m, "rates": {rate: bool}}``; verdicts without sweep metrics at any
+    neighbour are left out."""
+    reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in loaded.records:
+        reports[(r.task, r.scorer_label)].append(r)
+    for r in loaded.sweeps:
+        sweeps[(r.task, r.scorer_label)].append(r)
+    out = {}
+    for (task, label, metric), sign in verdicts.items():
+        base_rate, _ = _chosen(reports[(task, baseline)])
+        rate, grid = _chosen(reports[(task, label)])
+        if base_rate is None or rate is None or rate not in grid:
+            continue
+        direction = next((r.metric_specs[metric]["direction"] for r in reports[(task, label)]
+                          if metric in r.metric_specs), "higher")
+        base = _means(sweeps[(task, baseline)], base_rate, metric)
+        rates = {}
+        for near in neighbours(rate, grid):
+            mine = _means(sweeps[(task, label)], near, metric)
+            seeds = sorted(set(mine) & set(base))
+            if not seeds or set(mine) != set(base):
+                continue
+            diff = sum(mine[s] - base[s] for s in seeds) / len(seeds)
+            favour = diff if direction == "higher" else -diff
+            rates[near] = favour * sign > 0
+        if rates:
+            out[(task, label, metric)] = {"holds": sum(rates.values()), "of": len(rates),
+                                          "rates": rates}
+    return out
+
+
+def words(result: dict) -> str:
+    """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)"."""
+    if result["holds"] == result["of"]:
+        return f"holds at {result['holds']}/{result['of']} neighbouring rates"
+    return f"rate-sensitive (holds at {result['holds']}/{result['of']})"

@@ -1,0 +1,126 @@
+"""The tuning protocol in a release (suite/tuning.py): what the sweep found and what was chosen.
+
+``summary(loaded)`` reads the sweep records (``LoadedRecords.sweeps``) and the ``tuning`` objects
+of the reporting records into plain JSON (``results.json`` ``meta["tuning"]``):
+
+    {task: {"metric", "direction", "grid": {key: [values]}, "tuning_seeds": [...],
+            "cells": {"sweep": n, "report": n},
+            "scorers": {label: {"points": [{"point", "mean", "ok", "failed"}], "chosen",
+                                "at_edge", "all_failed", "sweep_cells", "learned": {...}}}}}
+
+:mod:`leaderboard.rendering.tuning` draws and tabulates it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from ..loading.choice import Rule, pick, point_label, points, trial
+from ..loading.records import LoadedRecords, Record
+
+# The learning-rate axes of a grid, as data: the leaderboard reads records and never the tasks'
+# declarations (role="rate", registry/settings.py), and the records name no roles. Every task's
+# tunable rate is "lr"; a test holds the tasks' declarations to this tuple.
+RATE_KEYS = ("lr",)
+RATE_KEY = RATE_KEYS[0]   # the x axis of the tuning plots
+
+
+def point_key(point: dict) -> str:
+    return ",".join(f"{k}={point[k]:g}" for k in sorted(point))
+
+
+def _learned(records: list[Record]) -> dict[str, float]:
+    """Mean over seeds of each learned scorer parameter's mean (e.g. SSA's n, a temperature)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        for name, v in (r.scorer_parameters or {}).items():
+            if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+                values[name.split(".")[-1]].append(float(np.mean(v)))
+    return {k: float(np.mean(v)) for k, v in sorted(values.items())}
+
+
+def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
+    """Per task, the sweep and the choice of every scorer (empty when nothing was tuned). With
+    ``rule`` (``leaderboard.loading.choice.SELECTION_RULE``; releases from before it pass None),
+    each scorer also gets the rule's choice recomputed from its sweep records, ``rule_choice``, and
+    the worst cell at each rate, ``rate_scores``, and each task names the rule."""
+    sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in loaded.sweeps:
+        sweeps[(r.task, r.scorer_label)].append(r)
+    reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in loaded.records:
+        if r.tuning and r.tuning.get("role") == "report":
+            reports[(r.task, r.scorer_label)].append(r)
+    out: dict = {}
+    for task, label in sorted(set(sweeps) | set(reports)):
+        recs, reps = sweeps.get((task, label), []), reports.get((task, label), [])
+        block = next((r.tuning for r in reps), None) or {}
+        grid = block.get("grid") or _grid_of(recs)
+        keys = sorted(grid)
+        per_point: dict[str, dict] = {}
+        for r in recs:
+            point = {k: r.config.get(k) for k in keys}
+            entry = per_point.setdefault(point_key(point), {"point": point, "values": [],
+                                                               "ok": 0, "failed": 0})
+            value = (r.validation or {}).get("value")
+            if r.status == "ok" and isinstance(value, (int, float)):
+                entry["ok"] += 1
+                entry["values"].append(float(value))
+            else:
+                entry["failed"] += 1
+        points = []
+        for key in sorted(per_point, key=lambda k: [per_point[k]["point"][x] for x in keys]):
+            e = per_point[key]
+            points.append({"point": e["point"], "ok": e["ok"], "failed": e["failed"],
+                           "mean": (float(np.mean(e["values"])) if e["values"] and not e["failed"]
+                                    else None)})
+        task_out = out.setdefault(task, {
+            "metric": block.get("selection_metric") or _metric_of(recs),
+            "direction": block.get("direction") or _direction_of(recs),
+            "grid": {}, "tuning_seeds": [], "cells": {"sweep": 0, "report": 0}, "scorers": {}})
+        for k, values in grid.items():
+            task_out["grid"][k] = sorted(set(task_out["grid"].get(k, [])) | set(values))
+        task_out["tuning_seeds"] = sorted(set(task_out["tuning_seeds"]) | {r.seed for r in recs})
+        task_out["cells"]["sweep"] += len(recs)
+        task_out["cells"]["report"] += len(reps)
+        chosen = block.get("point")
+        task_out["scorers"][label] = {
+            "points": points, "chosen": chosen, "at_edge": list(block.get("at_edge", [])),
+            "all_failed": bool(reps) and chosen is None,
+            "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
+        }
+        if rule:
+            task_out["rule"] = block.get("rule") or rule
+            task_out["scorers"][label].update(_recomputed(block, recs, task_out["direction"]))
+    return out
+
+
+def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
+    """The rule's choice over the grid the reporting records name, from the sweep records; a
+    grid with a point not swept yet (or no reporting record) has none."""
+    axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
+    cells: dict[str, list] = defaultdict(list)
+    for r in recs:
+        cells[point_label({k: r.config.get(k) for k in axes})].append(
+            trial(r.status, (r.validation or {}).get("value"), r.stopping))
+    grid = points(axes)
+    if not axes or any(point_label(p) not in cells for p in grid):
+        return {"rule_choice": None, "rate_scores": {}}
+    picked = pick(grid, cells, direction, rates=RATE_KEYS,
+                  rule=Rule.of(direction, block.get("rule_params")))
+    return {"rule_choice": picked.best, "rate_scores": picked.rate_scores}
+
+
+def _grid_of(recs: list[Record]) -> dict:
+    block = next((r.tuning for r in recs if r.tuning), {}) or {}
+    keys = sorted((block.get("point") or {}).keys()) or [RATE_KEY]
+    return {k: sorted({r.config.get(k) for r in recs if k in r.config}) for k in keys}
+
+
+def _metric_of(recs: list[Record]) -> str:
+    return next(((r.validation or {}).get("metric") for r in recs if r.validation), "?")
+
+
+def _direction_of(recs: list[Record]) -> str:
+    return next(((r.validation or {}).get("direction") for r in recs if r.validation), "higher")

@@ -1,0 +1,145 @@
+"""What changed since an earlier release: per task, the verdicts vs the baseline and the tier
+memberships that differ, and the rank correlation between the two releases' overalls.
+
+Rows are matched by (profile, task, metric, scorer); only rows present in both releases are
+compared, and the scorers or rows present in one only are counted apart; each moved verdict and
+tier names the rule of the method that moved it. The rank correlation is Spearman's rho (scipy)
+over the scorers with an overall headline in both, per profile (the probability of improvement,
+or the normalized score of a release from before it). The release README's section on it is
+:func:`leaderboard.rendering.markdown.changes_section`.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from scipy import stats as scipy_stats
+
+from ..method.stats import tolerance
+
+Key = tuple[str, str, str, str]     # profile, task, metric, scorer
+
+
+def _key(row: dict) -> Key:
+    return row["profile"], row["task"], row["metric"], row["scorer"]
+
+
+def _tier(row: dict) -> str:
+    return "-" if row.get("tier") is None else str(row["tier"])
+
+
+def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
+            claims: list[dict] | None = None) -> dict:
+    """The changes from the earlier release ``earlier`` (its results.json) to ``rows``,
+    ``overall`` and ``claims`` (this release's), as results.json's ``meta.changes`` holds them:
+    per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
+    scorer, before, now, the rule that moved it]; per profile the overalls' rank correlation;
+    the overall tiers and the claim verdicts that moved. The baseline's own rows are left out."""
+    before = {_key(r): r for r in earlier["rows"]}
+    now = {_key(r): r for r in rows}
+    per_task: dict[tuple[str, str], dict] = {}
+    for key in sorted(set(now) | set(before)):
+        if key[3] == baseline:
+            continue
+        item = per_task.setdefault(key[:2], {"profile": key[0], "task": key[1], "compared": 0,
+                                             "verdicts": [], "tiers": [], "only_now": 0,
+                                             "only_before": 0})
+        if key not in before or key not in now:
+            item["only_now" if key in now else "only_before"] += 1
+            continue
+        item["compared"] += 1
+        a, b = before[key], now[key]
+        if a["vs_baseline"] != b["vs_baseline"]:
+            item["verdicts"].append([key[2], key[3], a["vs_baseline"] or "-",
+                                     b["vs_baseline"] or "-", verdict_rule(a, b)])
+        if _tier(a) != _tier(b):
+            item["tiers"].append([key[2], key[3], _tier(a), _tier(b), tier_rule(a, b)])
+    return {"against": earlier["meta"]["release"], "tasks": [per_task[k] for k in sorted(per_task)],
+            "overall": _overall_changes(overall, earlier["overall"]),
+            "overall_tiers": _overall_tiers(overall, earlier["overall"]),
+            "claims": _claim_changes(claims or [], earlier.get("claims") or [])}
+
+
+def _changed(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return abs(a - b) > tolerance(a, b)
+
+
+def verdict_rule(a: dict, b: dict) -> str:
+    """Which rule of the method moved a row's verdict from ``a`` (before) to ``b`` (now)."""
+    words = {a["vs_baseline"], b["vs_baseline"]}
+    if a.get("informative") != b.get("informative") or "uninformative" in words:
+        return "informative: every headline metric must clear its trivial predictor"
+    if "within resolution" in words:
+        return "practical size: significant, but below the metric's minimum effect"
+    if "tie" in words:
+        return "tie: only where the interval of Δ lies inside ± the minimum effect"
+    if _changed(a.get("min_effect"), b.get("min_effect")):
+        return "practical size: the metric's minimum effect changed"
+    return "the records or the test"
+
+
+def tier_rule(a: dict, b: dict) -> str:
+    """Which rule of the method moved a row's tier."""
+    if a.get("informative") != b.get("informative"):
+        return "informative: an uninformative metric has no tiers"
+    if _changed(a.get("min_effect"), b.get("min_effect")):
+        return "practical size: differences below the minimum effect do not separate tiers"
+    return "the records or the test"
+
+
+def _overall_tiers(now: list[dict], before: list[dict]) -> list[list]:
+    """[profile, scorer, tier before, tier now, why] for each scorer whose overall tier moved."""
+    old = {(r["profile"], r["scorer"]): r for r in before}
+    out = []
+    for r in now:
+        a = old.get((r["profile"], r["scorer"]))
+        if a is None or _tier(a) == _tier(r):
+            continue
+        why = ("headline: tiers come from P(better than the baseline), which replaces the "
+               "normalized score" if a.get("poi") is None and r.get("poi") is not None
+               else "the records or the test")
+        out.append([r["profile"], r["scorer"], _tier(a), _tier(r), why])
+    return out
+
+
+def _claim_changes(now: list[dict], before: list[dict]) -> list[list]:
+    """[profile, claim id, scorer, verdict before, verdict now, why] for each claim entry whose
+    verdict moved or that is new."""
+    old = {(c["profile"], c["id"], c["scorer"]): c for c in before}
+    out = []
+    for c in now:
+        a = old.get((c["profile"], c["id"], c["scorer"]))
+        if a is not None and a["verdict"] == c["verdict"]:
+            continue
+        if a is None:
+            why = "new entry: every SSA claim reports both parametrizations"
+        elif a["metric"] != c["metric"]:
+            why = f"judged on {c['metric']} (was {a['metric']})"
+        elif c["verdict"] == "premise absent":
+            why = "premise: the baseline does not show what makes the claim testable"
+        elif "uninformative" in (a["verdict"], c["verdict"]):
+            why = "informative: every headline metric must clear its trivial predictor"
+        else:
+            why = "the records or the test"
+        out.append([c["profile"], c["id"], c["scorer"], "-" if a is None else a["verdict"],
+                    c["verdict"], why])
+    return out
+
+
+def _overall_changes(now: list[dict], before: list[dict]) -> list[dict]:
+    scores: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: {"now": {}, "before": {}})
+    for side, rows in (("now", now), ("before", before)):
+        for r in rows:
+            headline = r["poi"] if r.get("poi") is not None else r.get("score")
+            if headline is not None:
+                scores[r["profile"]][side][r["scorer"]] = headline
+    out = []
+    for profile in sorted(scores):
+        a, b = scores[profile]["before"], scores[profile]["now"]
+        common = sorted(set(a) & set(b))
+        rho = (float(scipy_stats.spearmanr([a[s] for s in common], [b[s] for s in common])[0])
+               if len(common) >= 3 else None)
+        out.append({"profile": profile, "scorers": common, "rho": rho,
+                    "only_now": sorted(set(b) - set(a)), "only_before": sorted(set(a) - set(b))})
+    return out

@@ -1,0 +1,170 @@
+"""A track's tab: per profile, scorers as rows and one column per headline metric (mean and
+interval), the secondary metrics folded below, and per metric a table of its statistics."""
+from __future__ import annotations
+
+import json
+
+from ...method.board import DESCRIPTIVE_TRACKS
+from ..columns import FIELDS, shown_rows
+from ..notes import track_notes
+from ..text import TRACK_TITLES, failures_text, missing, number_format
+from .context import PageData
+from .markup import Markup, concat, slug, tag
+from .tables import (Column, arrow, better, extra_fields, field_column, num_cell, order_text,
+                     provenance_cell, row_order, table)
+
+HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey); {better} "
+                  "is better.")
+
+
+def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) -> list[Column]:
+    f = lambda k: page.field("rows", k)  # noqa: E731
+    delta, failures, prov = f("delta_vs_baseline"), f("failures"), f("provenance")
+
+    def n_bad(r):
+        return sum((r["failures"] or {}).values())
+
+    def extra(r):
+        kwargs = json.dumps(r["scorer_kwargs"] or {}, sort_keys=True)
+        return [f"scorebench {', '.join(r['harness_version'] or []) or 'unknown'}",
+                (f"task {r['task']} v{r['task_version']}, scorer {r['scorer_name']} "
+                 f"v{r['scorer_version']} {kwargs}"),
+                f"seeds: {', '.join(str(s) for s in r['seeds'] or []) or 'none'}"]
+
+    deltas = number_format([r["delta_vs_baseline"] for r in rows])
+
+    def delta_text(r):
+        if r["scorer"] == page.baseline:
+            return "baseline"
+        x = r["delta_vs_baseline"]
+        if missing(x):
+            return "n/a"
+        text = ("+" if x >= 0 else "") + deltas(x)
+        return text + (f" ({r['vs_baseline']})" if r.get("vs_baseline") else "")
+
+    known = FIELDS["rows"]
+    return [
+        page.scorer_column(),
+        field_column(f("mean"), rows, sort=None if order != "value" else (
+            "descending" if rows[0]["direction"] != "lower" else "ascending")),
+        field_column(f("n"), rows),
+        Column(delta.label, num_cell(delta_text, lambda r: r["delta_vs_baseline"]), True,
+               delta.title),
+        field_column(f("p_vs_baseline_holm"), rows),
+        field_column(f("p_signflip"), rows),
+        field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
+        field_column(f("rank_low"), rows),
+        Column(failures.label, num_cell(lambda r: failures_text(r["failures"]), n_bad,
+                                        lambda r: "failed" if n_bad(r) else None), True,
+               failures.title),
+        *(field_column(x, rows) for x in extra_fields(rows, known, "rows")),
+        Column(prov.label, lambda r: provenance_cell(r, extra(r)), False, prov.title),
+    ]
+
+
+def _scorer_order(page: PageData, profile: str, track_rows: list[dict]) -> tuple[list[str], str]:
+    """Scorers of a track's summary table, and what orders them."""
+    scorers = sorted({r["scorer"] for r in track_rows})
+    overall = [r["scorer"] for r in page.overall_rows if r["profile"] == profile]
+    if set(scorers) <= set(overall):
+        return [s for s in overall if s in scorers], "overall order (tier, then score)"
+    heads = [r for r in track_rows if r["headline"]] or track_rows
+    first = (heads[0]["task"], heads[0]["metric"])
+    sign = 1.0 if heads[0]["direction"] == "lower" else -1.0
+    mean = {r["scorer"]: r["mean"] for r in heads if (r["task"], r["metric"]) == first}
+    order = sorted(scorers, key=lambda s: (missing(mean.get(s)),
+                                           0.0 if missing(mean.get(s)) else sign * mean[s],
+                                           s))
+    return order, f"{first[0]} · {first[1]}, best first"
+
+
+def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows: list[dict],
+                 caption: str, linked: set) -> Markup:
+    """Scorers as rows, one column per (task, metric): mean and interval."""
+    keys = list(dict.fromkeys((r["task"], r["metric"]) for r in metric_rows))
+    cells = {(r["scorer"], r["task"], r["metric"]): r for r in metric_rows}
+    info = {(r["task"], r["metric"]): r for r in metric_rows}
+    mean = page.field("rows", "mean")
+    pivot = [{"scorer": s} for s in scorers]
+    columns = [page.scorer_column()]
+    for task, metric in keys:
+        direction = info[(task, metric)]["direction"]
+        link = (tag("a", "details", href=f"#{slug('detail', profile, task, metric)}",
+                    class_="more", title=f"Δ vs {page.baseline}, p-values, tier, rank and "
+                    f"failures of {task} · {metric}") if (task, metric) in linked
+                else None)
+        columns.append(field_column(
+            mean, pivot, f"{task} · {metric} {arrow(direction)}",
+            HEADLINE_TITLE.format(task=task, metric=metric, better=better(direction)),
+            get=lambda r, k=(task, metric): cells.get((r["scorer"], *k)), head=link))
+    return table(columns, pivot, caption,
+                 lambda r: {"data_scorer": r["scorer"]}, css="wide")
+
+
+def track_tab(page: PageData, track: str) -> Markup:
+    """A track's tab: per profile, the headline and secondary metric tables and the per-metric
+    statistics of the rows the README shows."""
+    shown = {(r["profile"], r["task"], r["metric"]) for r in shown_rows(page.board, track)}
+    every = [r for r in page.rows if r["track"] == track]
+    rows = [r for r in every if (r["profile"], r["task"], r["metric"]) in shown]
+    parts = [tag("h2", TRACK_TITLES[track])]
+    keys = [k for k in FIELDS["rows"] if k not in ("scorer", "provenance")]
+    parts.append(page.field_legend(
+        "rows", keys, [("↑ / ↓", "Higher / lower is better for this metric."),
+                       ("highlighted row", "Tier 1 of that metric.")],
+        "Per profile, one table of the headline metrics (scorers as rows); every secondary "
+        "metric, and the per-metric statistics (Δ, p-values, tier, rank, failures) of the "
+        "metrics the README shows, open below. "
+        "Click a header to sort; hover a header for its meaning."))
+    if not rows:
+        parts.append(tag("p", "No records for this track in this release.", class_="empty"))
+    for profile in sorted({r["profile"] for r in rows}):
+        prows = [r for r in rows if r["profile"] == profile]
+        rest = [r for r in every if r["profile"] == profile and not r["headline"]]
+        parts += _profile_tables(page, track, profile, prows, rest)
+        parts.append(_metric_details(page, profile, prows))
+    return tag("section", concat(parts), id=f"track-{track}", class_="tab")
+
+
+def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],
+                    rest: list[dict]) -> list[Markup]:
+    """The headline table, the track's notes and the secondary metrics of one profile."""
+    scorers, order = _scorer_order(page, profile, prows)
+    linked = {(r["task"], r["metric"]) for r in prows}
+    head = [r for r in prows if r["headline"]]
+    parts = [tag("h3", f"profile {profile}")]
+    if head:
+        parts.append(_metric_table(
+            page, profile, scorers, head,
+            f"Headline metrics, profile {profile}: rows by {order}", linked))
+    notes = track_notes(prows) if track not in DESCRIPTIVE_TRACKS else []
+    if notes:
+        parts.append(tag("ul", concat(tag("li", line) for line in notes), class_="meta"))
+    if rest:
+        n = len({(r["task"], r["metric"]) for r in rest})
+        parts.append(tag("details", tag("summary", f"Secondary metrics ({n})"),
+                         _metric_table(page, profile, scorers, rest,
+                                      f"Secondary metrics, profile {profile}: rows "
+                                      f"by {order}", linked),
+                         class_="secondary", open=not head))
+    return parts
+
+
+def _metric_details(page: PageData, profile: str, prows: list[dict]) -> Markup:
+    """One folded table per (task, metric) of the profile: Δ, p-values, tier, rank, failures."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in prows:
+        groups.setdefault((r["task"], r["metric"]), []).append(r)
+    details = []
+    for (task, metric), grows in groups.items():
+        label = f"{task} · {metric} {arrow(grows[0]['direction'])}"
+        order = row_order(grows, "mean", grows[0]["direction"] != "lower")
+        details.append(tag(
+            "details", tag("summary", label),
+            table(_detail_columns(page, grows, order), grows,
+                  f"{label} · profile {profile}: {order_text(order, 'mean')}",
+                  page.row_attrs, css="detail"),
+            id=slug("detail", profile, task, metric), class_="detail"))
+    return tag("div", tag("h4", f"Per-metric statistics ({len(groups)}), profile "
+                                f"{profile}"), concat(details),
+               class_="details-list")

@@ -1,0 +1,146 @@
+"""The answer of a release in a few sentences and one compact table: the front page
+(LEADERBOARD.md) and ``scorebench summary``.
+
+The sentences say which scorers share the top tier of the overall's headline, where the baseline
+stands, what the headline rests on, and per task its leader and whether that leader beats the
+baseline. The table has one row per scorer: its headline rank interval, the headline with its
+interval, and per task of the board one mark against the baseline on the task's first headline
+metric: ▲ better, ▼ worse, · no verdict (n.s., tie or within resolution), – uninformative at the
+profile, n/a the scorer cannot run it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..method.board import DESCRIPTIVE_TRACKS
+from .text import missing
+
+MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
+NO_VERDICT = "·"
+
+
+def _records(frame) -> list[dict]:
+    return frame.to_dict(orient="records")
+
+
+def _num(x: Any, digits: int = 2) -> str:
+    return "n/a" if missing(x) else f"{x:.{digits}f}"
+
+
+def task_headlines(board) -> dict[tuple[str, str], str]:
+    """(profile, task) -> the metric the front page shows for the task: the first headline
+    metric of the overall, else the task's first headline metric."""
+    out: dict[tuple[str, str], str] = {}
+    for t in _records(board.overall_tasks):
+        if t["metrics"]:
+            out[(t["profile"], t["task"])] = t["metrics"][0]
+    for r in _records(board.rows):
+        key = (r["profile"], r["task"])
+        if r["headline"] and r["track"] not in DESCRIPTIVE_TRACKS and key not in out:
+            out[key] = r["metric"]
+    return out
+
+
+def sentences(board) -> list[str]:
+    """The release's answer, per profile, in plain sentences."""
+    baseline = board.meta.get("baseline", "softmax")
+    overall = _records(board.overall)
+    heads = task_headlines(board)
+    rows = {(r["profile"], r["task"], r["metric"], r["scorer"]): r for r in _records(board.rows)}
+    out = []
+    for profile in sorted({r["profile"] for r in overall}):
+        prows = [r for r in overall if r["profile"] == profile and not missing(r["tier"])]
+        if not prows:
+            continue
+        top = [r["scorer"] for r in prows if r["tier"] == 1]
+        tiers = max(r["tier"] for r in prows)
+        headline = (f"the probability of beating {baseline}, averaged over tasks"
+                    if any(not missing(r.get("poi")) for r in prows)
+                    else "the normalized score")
+        out.append(f"At the {profile} profile, {len(top)} of {len(prows)} scorers share the top "
+                   f"tier of the headline ({headline}; {tiers} tiers): {', '.join(top)}.")
+        base = next((r for r in prows if r["scorer"] == baseline), None)
+        if base is not None:
+            above = [r["scorer"] for r in prows
+                     if not missing(r.get("poi_low")) and r["poi_low"] > 0.5]
+            below = [r["scorer"] for r in prows
+                     if not missing(r.get("poi_high")) and r["poi_high"] < 0.5]
+            out.append(f"{baseline} is in tier {base['tier']} (rank "
+                       f"{int(base['rank_low'])}-{int(base['rank_high'])}); "
+                       + (f"{len(above)} scorer(s) beat it on the headline with an interval "
+                          f"above 0.5 ({', '.join(above)})" if above else
+                          "no scorer's headline interval lies above 0.5")
+                       + f", {len(below)} lie below it.")
+        rests = [r for r in _records(board.overall_tasks) if r["profile"] == profile]
+        if rests:
+            shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
+                               sorted(rests, key=lambda r: -(r["share"] or 0))
+                               if not missing(r["share"]))
+            out.append(f"The headline rests on {len(rests)} tasks, each weighing 1/{len(rests)}; "
+                       f"their shares of its spread across scorers: {shares}.")
+        left_out = sorted({line.split("/")[0] for line in board.meta.get("uninformative", [])
+                           if f"({profile})" in line})
+        left_out = [t for t in left_out if not any(r["task"] == t for r in rests)]
+        if left_out:
+            out.append(f"Uninformative at this profile, so out of the headline: "
+                       f"{', '.join(left_out)} (the baseline does not clear the task's trivial "
+                       "predictor).")
+        for (p, task), metric in sorted(heads.items()):
+            if p != profile or task in left_out:
+                continue
+            mrows = [r for (pp, t, m, _), r in rows.items()
+                     if pp == profile and t == task and m == metric and r["n"] > 0]
+            if not mrows or mrows[0].get("informative") is False:
+                continue
+            sign = 1.0 if mrows[0]["direction"] == "higher" else -1.0
+            lead = max(mrows, key=lambda r: (sign * r["mean"], r["scorer"] == baseline))
+            verdict = lead.get("vs_baseline") or ""
+            if lead["scorer"] == baseline:
+                said = "no scorer's mean is better"
+            elif verdict == "better":
+                said = f"significantly better than {baseline} by more than the minimum effect"
+            else:
+                said = f"not significantly better than {baseline} ({verdict or 'no verdict'})"
+            out.append(f"{task}: best mean {metric} {lead['scorer']} ({lead['mean']:.4g}), "
+                       f"{said}.")
+    return out
+
+
+def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
+    """The compact overall table of one profile as markdown lines; ``links``: task -> the link of
+    its section in the release README (reference links, defined under the table)."""
+    baseline = board.meta.get("baseline", "softmax")
+    heads = task_headlines(board)
+    tasks = sorted(t for (p, t) in heads if p == profile)
+    verdicts = {(r["task"], r["scorer"]): r for r in _records(board.rows)
+                if r["profile"] == profile and heads.get((profile, r["task"])) == r["metric"]}
+    header = ["rank", "scorer", f"P(better than {baseline}) [95% CI]"] + [
+        f"[{t}]" if t in links else t for t in tasks]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in _records(board.overall):
+        if r["profile"] != profile:
+            continue
+        rank = ("n/a" if missing(r["rank_low"])
+                else f"{int(r['rank_low'])}-{int(r['rank_high'])}")
+        poi = (f"{_num(r['poi'])} [{_num(r['poi_low'])}, {_num(r['poi_high'])}]"
+               if not missing(r["poi"]) else "n/a")
+        scorer = f"**{r['scorer']}**" if r["tier"] == 1 else r["scorer"]
+        cells = []
+        for t in tasks:
+            row = verdicts.get((t, r["scorer"]))
+            if row is None or row["n"] == 0:
+                cells.append("n/a")
+            elif r["scorer"] == baseline:
+                cells.append(f"{row['mean']:.3g}")
+            else:
+                cells.append(f"{row['mean']:.3g} {MARKS.get(row['vs_baseline'], NO_VERDICT)}")
+        lines.append("| " + " | ".join([rank, scorer, poi] + cells) + " |")
+    metric_names = ", ".join(f"{t}: {heads[(profile, t)]}" for t in tasks)
+    lines += ["", f"Bold: tier 1 of the headline. Task columns: the mean of the task's first "
+              f"headline metric ({metric_names}), ▲ / ▼ significantly better / worse than "
+              f"{baseline} by at least the metric's minimum effect, {NO_VERDICT} no verdict "
+              "(not significant, a tie or within resolution), – uninformative at this profile, "
+              "n/a the scorer cannot run the task.", ""]
+    lines += [f"[{t}]: {links[t]}" for t in tasks if t in links]
+    return lines
+

@@ -1,0 +1,147 @@
+"""The tuning protocol of a release (``meta["tuning"]``, :mod:`leaderboard.method.tuning`) drawn and
+tabulated: per task, the validation metric against the learning rate, one line per scorer (the
+best value over the other axes at each rate; a failed point is a gap); the README's method
+paragraph (the protocol and its cost in cells) and its table of chosen points."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from ..loading.choice import point_label, rate_of
+from ..method.tuning import RATE_KEY, RATE_KEYS, point_key
+from .plots import log_x_plot, series_style
+
+
+def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
+    """Per scorer: the learning rates and, at each, the best mean validation value over the other
+    axes (None where every point at that rate failed)."""
+    better = max if task["direction"] == "higher" else min
+    out = {}
+    for label, s in task["scorers"].items():
+        by_rate: dict[float, list[float | None]] = defaultdict(list)
+        for p in s["points"]:
+            rate = p["point"].get(RATE_KEY)
+            if rate is not None:
+                by_rate[float(rate)].append(p["mean"])
+        rates = sorted(by_rate)
+        out[label] = (rates, [better([v for v in by_rate[x] if v is not None])
+                              if any(v is not None for v in by_rate[x]) else None
+                              for x in rates])
+    return out
+
+
+def render(tuning: dict | None, outdir: Path) -> list[Path]:
+    """``tuning__<task>.png``: validation metric against learning rate, one line per scorer, the
+    chosen rate marked."""
+    paths = []
+    for task, t in sorted((tuning or {}).items()):
+        lines = rate_lines(t)
+        if not any(rates for rates, _ in lines.values()):
+            continue
+        paths.append(log_x_plot(
+            outdir, "tuning", task, lambda ax: _draw(ax, t, lines),
+            "learning rate", f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
+            f"{task}: validation metric against learning rate (star: chosen)"))
+    return paths
+
+
+def _draw(ax, t: dict, lines: dict) -> None:
+    for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
+        y = [np.nan if v is None else v for v in values]
+        (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label, **series_style(i))
+        chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
+        if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
+            ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
+                    color=line.get_color())
+
+
+def _value(x) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def method_text(tuning: dict | None) -> str:
+    """The protocol as this release ran it, and its cost in cells."""
+    if not tuning:
+        return ""
+    sweep = sum(t["cells"]["sweep"] for t in tuning.values())
+    report = sum(t["cells"]["report"] for t in tuning.values())
+    grids = "; ".join(f"{task}: " + " x ".join(f"{k} {{{', '.join(f'{v:g}' for v in vals)}}}"
+                                               for k, vals in t["grid"].items())
+                      for task, t in sorted(tuning.items()))
+    seeds = sorted({s for t in tuning.values() for s in t["tuning_seeds"]})
+    return (
+        "**Tuning.** Every scorer gets the same grid on each tuned task (" + grids + "), trained "
+        f"at the task's full budget on tuning seeds {seeds}, which no reporting cell uses, and "
+        "scored on the task's validation metric: in distribution, on validation data disjoint "
+        "from the reported evaluation items (fresh draws for the ICL tasks and MQAR, held-out "
+        "documents or sentences outside the reported evaluation for the language models). "
+        + _rule_text(tuning) + " A chosen point on an edge of the grid grows it by one step that "
+        "way (the ratio of the two edge values) up to the profile's cap, the same rule for every "
+        "scorer; a scorer whose best is still on an edge is flagged. The reporting cells run at "
+        "the chosen point on the reporting seeds, and every number on the board comes from "
+        "them. " + (f"Cost: {sweep} sweep cells for {report} reporting cells "
+                    f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
+                    f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
+
+
+def _rule_text(tuning: dict) -> str:
+    """How the points were chosen; with the rule named, the scorers whose point it would not
+    choose from their sweep records."""
+    if not any("rule" in t for t in tuning.values()):
+        return ("A point's score is its mean over the tuning seeds; a point where a seed "
+                "diverged or failed is never chosen.")
+    text = ("The learning rate is chosen first, by its worst tuning cell (over the tuning seeds "
+            "and every value of the other axes at that rate; a rate with a cell that diverged or "
+            "failed is never chosen), then the point with the best mean over the tuning seeds "
+            "at that rate: a rate where one cell trained badly sits at the edge of the scorer's "
+            "stable range, which a mean over the tuning seeds hides. The release recomputes "
+            "each choice from the sweep records.")
+    other = sorted(f"{label} ({task}: the rule chooses {_label(s['rule_choice'])})"
+                   for task, t in tuning.items() for label, s in t["scorers"].items()
+                   if s["complete"] and s.get("rule_choice") not in (None, s["chosen"]))
+    if other:
+        text += (" Reported at a point an earlier rule chose, not the rule's: " + "; ".join(other)
+                 + "; a run under the current rule reports them at its own choice.")
+    return text
+
+
+def _label(point: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in point.items())
+
+
+def markdown(tuning: dict | None, plots: list[str]) -> str:
+    """The release's tuning section: method paragraph, chosen points, sensitivity plots."""
+    if not tuning:
+        return ""
+    lines = ["## Tuning", "", method_text(tuning), ""]
+    for task, t in sorted(tuning.items()):
+        lines += [f"### {task}: chosen points ({t['metric']}, {t['direction']} is better)", "",
+                  "| scorer | chosen point | validation at it | worst cell at its rate | best on an "
+                  "edge | points ok / failed | learned scorer parameters (mean over reporting "
+                  "seeds) |",
+                  "|---|---|---|---|---|---|---|"]
+        for label, s in sorted(t["scorers"].items()):
+            chosen = s["chosen"]
+            if s["all_failed"]:
+                point, value = "every point failed", None
+            elif chosen is None:
+                point, value = "sweep not complete", None
+            else:
+                point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
+                value = next((p["mean"] for p in s["points"]
+                              if point_key(p["point"]) == point_key(chosen)), None)
+            worst = (s.get("rate_scores") or {}).get(point_label(rate_of(chosen, RATE_KEYS))) \
+                if chosen else None
+            ok = sum(p["ok"] for p in s["points"])
+            failed = sum(p["failed"] for p in s["points"])
+            learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"
+            edge = ", ".join(s["at_edge"]) or "no"
+            lines.append(f"| {label} | {point} | {_value(value)} | {_value(worst)} | {edge} | "
+                         f"{ok} / {failed} | {learned} |")
+        lines.append("")
+        mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
+        lines += [f"![{task}: validation metric against learning rate]({p})" for p in mine]
+        lines += [""] if mine else []
+    return "\n".join(lines)

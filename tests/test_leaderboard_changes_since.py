@@ -1,0 +1,205 @@
+"""leaderboard.publishing.changes_since: what changed since an earlier release, on hand-built
+releases."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leaderboard.publishing.changes_since import changes
+from leaderboard.rendering.markdown import changes_section
+from leaderboard.publishing.release import read_results
+
+
+def row(task, metric, scorer, verdict="n.s.", tier=1):
+    return {"profile": "cpu", "task": task, "metric": metric, "scorer": scorer,
+            "vs_baseline": verdict, "tier": tier}
+
+
+def overall(scores):
+    return [{"profile": "cpu", "scorer": s, "score": v} for s, v in scores.items()]
+
+
+BEFORE = {"meta": {"release": "old"},
+          "rows": [row("t1", "m", "softmax", ""), row("t1", "m", "a", "worse", 2),
+                   row("t1", "m", "b"), row("t1", "m", "c", "better"),
+                   row("t2", "m", "a"), row("t2", "m", "gone")],
+          "overall": overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3})}
+
+
+def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
+    now_rows = [row("t1", "m", "softmax", "", 3), row("t1", "m", "a", "n.s.", 1),
+                row("t1", "m", "b", "n.s.", 2), row("t1", "m", "c", "better"),
+                row("t2", "m", "a"), row("t2", "m", "new")]
+    ch = changes(now_rows, overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3}), BEFORE,
+                 "softmax")
+    t1, t2 = ch["tasks"]
+    assert (t1["task"], t1["compared"], t1["only_now"], t1["only_before"]) == ("t1", 3, 0, 0)
+    # the baseline's own tier is left out; each change names the rule that moved it
+    assert t1["verdicts"] == [["m", "a", "worse", "n.s.", "the records or the test"]]
+    assert [t[:4] for t in t1["tiers"]] == [["m", "a", "2", "1"], ["m", "b", "1", "2"]]
+    assert (t2["compared"], t2["only_now"], t2["only_before"], t2["verdicts"]) == (1, 1, 1, [])
+    assert ch["overall"][0]["rho"] == pytest.approx(1.0)
+    text = changes_section(ch)
+    assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
+    assert "| t1 | m | a | worse | n.s. | the records or the test |" in text
+
+
+def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
+    before = {"meta": {"release": "old"},
+              "rows": [dict(row("t", "m", "a", "worse", 2), min_effect=1e-6, informative=True),
+                       dict(row("t", "m", "b", "better"), min_effect=1e-6, informative=True),
+                       dict(row("t", "m", "c", "tie"), min_effect=1e-6, informative=True)],
+              "overall": [dict(profile="cpu", scorer="a", score=0.5, tier=1)],
+              "claims": [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="supported"),
+                         dict(profile="cpu", id="j", scorer="x", metric="m1", verdict="n.s.")]}
+    now_rows = [dict(row("t", "m", "a", "within resolution", 1), min_effect=0.02,
+                     informative=True),
+                dict(row("t", "m", "b", "uninformative", None), min_effect=1e-6,
+                     informative=False),
+                dict(row("t", "m", "c", "n.s."), min_effect=1e-6, informative=True)]
+    claims = [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="premise absent"),
+              dict(profile="cpu", id="j", scorer="x", metric="m2", verdict="uninformative"),
+              dict(profile="cpu", id="k", scorer="y", metric="m", verdict="not run")]
+    ch = changes(now_rows, [dict(profile="cpu", scorer="a", poi=0.6, tier=2)], before,
+                 "softmax", claims)
+    rules = {v[1]: v[4] for v in ch["tasks"][0]["verdicts"]}
+    assert rules["a"].startswith("practical size") and rules["b"].startswith("informative")
+    assert rules["c"].startswith("tie")
+    tiers = {t[1]: t[4] for t in ch["tasks"][0]["tiers"]}
+    assert tiers["a"].startswith("practical size") and tiers["b"].startswith("informative")
+    assert ch["overall_tiers"] == [["cpu", "a", "1", "2", "headline: tiers come from "
+                                    "P(better than the baseline), which replaces the normalized "
+                                    "score"]]
+    why = {(c[1], c[2]): c[5] for c in ch["claims"]}
+    assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
+    assert why[("k", "y")].startswith("new entry")
+    text = changes_section(ch)
+    assert "Overall tiers that changed" in text and "Claim verdicts that changed" in text
+
+
+@pytest.mark.parametrize("scores, rho", [
+    ({"softmax": 0.3, "a": 0.5, "b": 0.7, "c": 0.9}, -1.0),      # order reversed
+    ({"softmax": 0.9, "a": 0.5, "b": 0.7, "c": 0.3}, 0.8),       # one swap: 1 - 6*2/(4*15)
+])
+def test_the_overall_rank_correlation_is_spearmans_rho(scores, rho):
+    ch = changes(BEFORE["rows"], overall(scores), BEFORE, "softmax")
+    assert ch["overall"][0]["rho"] == pytest.approx(rho)
+    assert ch["overall"][0]["scorers"] == ["a", "b", "c", "softmax"]
+
+
+def test_scorers_in_one_release_only_are_named_and_few_scorers_give_no_rho():
+    ch = changes([], overall({"softmax": 1.0, "d": 0.5}), BEFORE, "softmax")
+    o = ch["overall"][0]
+    assert o["rho"] is None and o["only_now"] == ["d"] and o["only_before"] == ["a", "b", "c"]
+    assert "fewer than 3 scorers" in changes_section(ch)
+
+
+def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path, monkeypatch):
+    from test_beside import cli, profile, TASKS
+
+    monkeypatch.setenv("COLUMNS", "250")
+    records, out = tmp_path / "records", tmp_path / "releases"
+    assert cli("run", "--plugin", TASKS, "--profile", profile(tmp_path / "p.toml"),
+               "--scorers", "softmax,sparsemax,ssa", "--results", records) == 0
+    for path in records.rglob("*.json"):      # as if run from a clean tree, so --check takes them
+        record = json.loads(path.read_text())
+        record["provenance"].update(git_sha="feedbeef" * 5, git_dirty=False)
+        path.write_text(json.dumps(record))
+    assert cli("publish", "--results", records, "--release", "r1", "--out", out) == 0
+    assert cli("publish", "--results", records, "--release", "r2", "--out", out,
+               "--changes-since", "r1") == 0
+    meta = read_results(out / "r2")["meta"]
+    (task,) = meta["changes"]["tasks"]
+    assert meta["changes"]["against"] == "r1" and task["compared"] > 0
+    assert task["verdicts"] == [] and task["tiers"] == []
+    assert "## What changed since r1" in (out / "r2" / "README.md").read_text()
+    assert cli("publish", "--check", "--results", records, "--out", out, "--release", "r2") == 0
+    with pytest.raises(SystemExit, match="r0/results.json.gz does not exist"):
+        cli("publish", "--results", records, "--release", "r3", "--out", out,
+            "--changes-since", "r0")
+
+
+def test_tuned_records_supersede_the_untuned_records_of_their_task(tmp_path, monkeypatch):
+    from test_beside import cli, profile, TASKS
+
+    monkeypatch.setenv("COLUMNS", "250")
+    records, prof = tmp_path / "records", profile(tmp_path / "p.toml")
+    assert cli("run", "--plugin", TASKS, "--profile", prof, "--scorers", "softmax,sparsemax",
+               "--no-tuning", "--results", records) == 0
+    assert cli("run", "--plugin", TASKS, "--profile", prof, "--scorers", "softmax",
+               "--results", records) == 0
+    assert cli("publish", "--results", records, "--release", "r", "--allow-dirty") == 0
+    release = read_results(records / "releases" / "r")
+    assert {(r["profile"], r["scorer"]) for r in release["rows"]} == {("p", "softmax")}
+    assert [(s["scorer"], s["n_cells"], s["reason"].split(":")[0])
+            for s in release["superseded"]] == [("softmax", 3, "untuned"),
+                                                ("sparsemax", 3, "untuned")]
+
+
+def test_a_skipped_record_is_never_superseded_as_untuned_and_joins_its_tasks_setting():
+    from leaderboard.loading.records import Record
+    from leaderboard.loading.selection import setting_labels, split_superseded
+
+    def record(scorer, status, lr, tuned):
+        tuning = {"base_grid": {"lr": [1e-3, 4e-3]}} if tuned else None
+        return Record(path=f"t/{scorer}/{lr}.json", cell_id=scorer, task="t", task_version=1,
+                      track="icl", scorer=scorer, scorer_version=1, scorer_kwargs={},
+                      profile="cpu", seed=0, config={"lr": lr, "steps": 10}, status=status,
+                      message="", step=None, metrics={}, metric_specs={}, grids={}, items={},
+                      role="tuned" if tuned else "report", tuning=tuning)
+
+    tuned = record("softmax", "ok", 4e-3, True)
+    untuned = record("sparsemax", "ok", 3e-4, False)
+    na = record("stick_breaking", "skipped", 3e-4, False)   # the profile's default recipe
+    current, superseded = split_superseded([tuned, untuned, na])
+    assert [r.scorer for r in current] == ["softmax", "stick_breaking"]
+    assert [s["scorer"] for s in superseded] == ["sparsemax"]
+    labels = setting_labels(current)
+    assert {labels[("t", "cpu", r.config_key)] for r in current} == {"cpu"}
+    # two settings of the task: the n/a record of a third recipe keeps a label of its own
+    other = record("sparsemax", "ok", 1e-2, False)
+    na_elsewhere = record("stick_breaking", "skipped", 5e-4, False)
+    labels = setting_labels([untuned, other, na_elsewhere])
+    assert len({labels[("t", "cpu", r.config_key)] for r in (untuned, other, na_elsewhere)}) == 3
+
+
+def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
+    from leaderboard.loading.records import Record
+    from leaderboard.loading.selection import split_superseded
+    from leaderboard.rendering.tuning_section import method_text
+
+    def record(scorer, seed, lr, finished, rule=True):
+        tuning = {"role": "report", "point": {"lr": lr}, "base_grid": {"lr": [1e-3, 4e-3]}}
+        if rule:
+            tuning["rule"] = "worst cell at the rate, then best mean"
+        return Record(path=f"t/{scorer}/{lr}-{seed}.json", cell_id=f"{scorer}{lr}{seed}",
+                      task="t", task_version=1, track="icl", scorer=scorer, scorer_version=1,
+                      scorer_kwargs={}, profile="cpu", seed=seed,
+                      config={"lr": lr, "steps": 10}, status="ok", message="", step=None,
+                      metrics={}, metric_specs={}, grids={}, items={}, role="tuned",
+                      tuning=tuning, provenance={"finished": finished})
+
+    # the first choice ran both seeds; the later choice has run one of them so far
+    before = [record("ssa", s, 4e-3, f"2026-12-01T0{s}:00") for s in (0, 1)]
+    after = record("ssa", 0, 1e-3, "2026-12-03T00:00")
+    other = record("softmax", 0, 4e-3, "2026-11-30T00:00", rule=False)
+    current, superseded = split_superseded([*before, after, other])
+    assert sorted((r.scorer, r.config["lr"]) for r in current) == [("softmax", 4e-3),
+                                                                    ("ssa", 1e-3)]
+    (row,) = superseded
+    assert row["scorer"] == "ssa" and row["n_cells"] == 2
+    assert row["reason"] == ("tuned at lr=0.004, which the tuning protocol no longer chooses "
+                             "(its latest choice: lr=0.001)")
+
+    def summary(rule, chosen, rule_choice):
+        t = {"grid": {"lr": [1e-3, 4e-3]}, "tuning_seeds": [1000], "cells": {"sweep": 4, "report": 2},
+             "scorers": {"ssa": {"complete": True, "chosen": chosen, "rule_choice": rule_choice}}}
+        return {"t": {**t, "rule": rule} if rule else t}
+
+    agrees = method_text(summary("r", {"lr": 1e-3}, {"lr": 1e-3}))
+    assert "by its worst tuning cell" in agrees and "earlier rule" not in agrees
+    differs = method_text(summary("r", {"lr": 4e-3}, {"lr": 1e-3}))
+    assert "an earlier rule chose, not the rule's: ssa (t: the rule chooses lr=0.001)" in differs
+    before = method_text(summary(None, {"lr": 4e-3}, None))
+    assert "worst" not in before and "A point's score is its mean" in before
