@@ -144,6 +144,7 @@ def test_streamed_alpha_entmax_equals_the_package(alpha, scale, share, monkeypat
     (one per head too), the threshold's passes over whole tiles or over the candidates alone:
     the package's bisection (100 steps, fp64): weights, and the gradients of q, k, v and alpha."""
     monkeypatch.setattr(blocked_sparse, "COMPACT_SHARE", share)
+    monkeypatch.setattr(blocked_sparse, "COMPACT_FROM_KEYS", 0)
     found = []
     of = blocked_sparse._Candidates.of.__func__
     monkeypatch.setattr(blocked_sparse._Candidates, "of",

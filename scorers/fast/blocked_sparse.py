@@ -53,6 +53,12 @@ MAX_NEWTON_ALPHA = 100
 # at most this share of its entries, or of its first CACHE_TILES tiles where it has more (so
 # that they take no more memory than the cached tiles).
 COMPACT_SHARE = 0.5
+# ... and only where the query block's rows see at least this many keys: below it, finding the
+# candidates (a nonzero over the tiles, several dense passes' time) and scattering them back for
+# the output cost more than the dense passes they save. On the 2-core CPU (1 thread, alpha 1.5,
+# forward + backward) at (8, 8, 128, 32) dense passes alone took 36 ms against 50 with the
+# candidates, and at (4, 8, 512, 64) the rows of 256 keys and more ran faster with them.
+COMPACT_FROM_KEYS = 256
 # alpha-entmax's output pass is made once no row's Newton step exceeds SETTLE sqrt(tol), tol the
 # rounding of tau: the step after it, about the square of this one, is then a rounding.
 SETTLE = 0.25
@@ -214,14 +220,22 @@ def _norm_step(su, sw, r, empty):
     return ((1 - sw.pow(1 / r).reciprocal()) * sw / su).masked_fill_(empty, 0.0)
 
 
+def _linear(r) -> bool:
+    """u = d: alpha = 1.5 (r = 2), where d^1 would be a copy."""
+    return isinstance(r, float) and r == 2.0
+
+
 def _dense_sums(rows: _Rows, tau, r):
     """sum u and sum u d per row at tau (u = [z - tau]_+^(r-1), d = [z - tau]_+), over the tiles."""
     su = sw = 0
     for _, _, z in rows.passes():
-        d = (z - tau).clamp_(min=0)
-        u = power_on_support(d, r - 1)
-        su = su + u.sum(-1, keepdim=True)
-        sw = sw + torch.linalg.vecdot(u, d).unsqueeze(-1)
+        d = torch.sub(z, tau).clamp_(min=0)
+        if _linear(r):
+            su, sw = su + d.sum(-1, keepdim=True), sw + sum_of_squares(d)
+        else:
+            u = power_on_support(d, r - 1)
+            su = su + u.sum(-1, keepdim=True)
+            sw = sw + torch.linalg.vecdot(u, d).unsqueeze(-1)
     return su, sw
 
 
@@ -285,18 +299,20 @@ class _Candidates:
 class _Output:
     """The output pass at tau over the tiles, or over the candidates where there are any: su = sum
     u, sw = sum w (w = u d, before normalizing), wv = sum w v, uv = sum u v and (``entropy``) sum
-    w log w and sum (w log w) v; ``kept``: each tile's (u, w) where ``keep``."""
+    w log w and sum (w log w) v; ``kept``: each tile's (u, w) where ``keep``, w None where
+    alpha = 1.5 (w = u^2: one tile less to keep)."""
 
     def __init__(self, rows: _Rows, candidates, tau, r, v, entropy: bool,
                  keep: bool):
         self.wv = self.uv = self.wlogw_v = 0
         self.kept = []
+        self.linear = _linear(r)
         if candidates is None:
             self.su = self.sw = self.wlogw = 0
             for a, b, z in rows.passes():
-                d = (z - tau).clamp_(min=0)
-                u = power_on_support(d, r - 1)
-                w = d.mul_(u)
+                d = torch.sub(z, tau).clamp_(min=0)
+                u = d if _linear(r) else power_on_support(d, r - 1)
+                w = d * d if _linear(r) else d.mul_(u)
                 self.su = self.su + u.sum(-1, keepdim=True)
                 self.sw = self.sw + w.sum(-1, keepdim=True)
                 wlogw = torch.xlogy(w, w) if entropy else None
@@ -321,7 +337,7 @@ class _Output:
         if wlogw is not None:
             self.wlogw_v = self.wlogw_v + torch.matmul(wlogw, vb)
         if keep:
-            self.kept.append((u, w))
+            self.kept.append((u, None if self.linear else w))
 
 
 def _entmax_block(rows: _Rows, r, v, entropy, keep):
@@ -338,7 +354,7 @@ def _entmax_block(rows: _Rows, r, v, entropy, keep):
     step = candidates = None
     retry = True                    # look for few candidates: at the start and after a long step
     for _ in range(MAX_NEWTON_ALPHA):
-        if candidates is None and retry:
+        if candidates is None and retry and rows.e >= COMPACT_FROM_KEYS:
             candidates = _Candidates.of(rows, tau, r)
         if step is not None and not bool((step > settle).any()):
             output = _Output(rows, candidates, tau, r, v, entropy, keep)
@@ -401,24 +417,28 @@ class BlockedEntmaxAlpha(torch.autograd.Function):
         tiling = ctx.tiling
         need_q, need_k, need_v, _, need_alpha = ctx.needs_input_grad[:5]
         r = _root(alpha)
+        linear = _linear(r)
         d_out = d_out.contiguous()
         centre = (d_out * uv).sum(-1, keepdim=True) / su        # sum_j u_j g_j / sum_j u_j
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for i, j, e in tiling.blocks:
-            dob, tau, centre_b = d_out[..., i:j, :], thresholds[..., i:j, :], centre[..., i:j, :]
+            dob, tau = d_out[..., i:j, :], thresholds[..., i:j, :]
+            dob_w = dob / sw[..., i:j, :]                           # w / sum w, on the rows
+            dob_r, centre_r = dob * r, centre[..., i:j, :] * r      # dL/dz = r u (g - c)
             qb = q[..., i:j, :] * scale_rows(zscale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
                 if tiling.recompute:
                     d = hide(tile_logits(qb, k, a, b).sub_(tau).clamp_(min=0), hidden, 0.0)
-                    u = power_on_support(d, r - 1)
-                    w = d.mul_(u)
+                    u = d if linear else power_on_support(d, r - 1)
+                    w = None if linear else d.mul_(u)
                 else:
                     u, w = next(kept)
                 if need_v:
-                    dv[..., a:b, :] += torch.matmul((w / sw[..., i:j, :]).transpose(-1, -2), dob)
+                    w = u * u if w is None else w
+                    dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob_w)
                 del w
-                g = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2))
-                ds = g.sub_(centre_b).mul_(u).mul_(r)                 # dL/dz
+                g = torch.matmul(dob_r, v[..., a:b, :].transpose(-1, -2))
+                ds = g.sub_(centre_r).mul_(u)                           # dL/dz
                 logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_q, need_k)
             if need_q:
                 scale_grads(dq, q, zscale, i, j, False, None)
