@@ -156,6 +156,18 @@ def test_on_a_bimodal_task_a_rate_is_judged_by_the_seeds_that_reach_the_target()
                   rule=rule).chosen == {"lr": 2e-3}          # more seeds reach the target
 
 
+def test_a_bimodal_grid_grows_past_an_edge_only_where_a_seed_reached_the_target():
+    base = {"lr": (1e-3, 2e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9)
+    plateau = {1e-3: [Trial("ok", 0.30, False, 0.29)] * 4,
+               2e-3: [Trial("ok", 0.31, False, 0.30)] * 4}
+    stuck = choose(base, "higher", 2, lookup_from(plateau), rates=RATES, rule=rule)
+    assert stuck.complete and stuck.chosen == {"lr": 2e-3} and stuck.at_edge == ["lr:high"]
+    learned = {**plateau, 2e-3: [Trial("ok", 0.95, True, 0.8)] * 4}
+    grows = choose(base, "higher", 2, lookup_from(learned), rates=RATES, rule=rule)
+    assert grows.pending == [{"lr": 4e-3}]
+
+
 def test_two_rates_within_the_tie_tolerance_are_a_tie_broken_by_the_area_under_the_curve():
     base = {"lr": (1e-3, 2e-3, 4e-3)}
     # validation BCE 0.0016 / 0.0015 / 0.0007: saturated; 4e-3 best by 9e-4 but learns last
@@ -389,7 +401,10 @@ def test_shipped_profiles_tune_every_training_task_with_a_wide_rate_grid():
         assert trained == set(tuning.grids), name
         for task, axes in tuning.grids.items():
             lr = axes["lr"]
-            assert len(lr) >= 4 and lr[-1] / lr[0] >= 10 - 1e-9, (name, task)
+            # a bimodal task sweeps four tuning seeds to a cap: three rates spanning 4x, grown
+            # past an edge where seeds learn
+            rates, span = (3, 4) if task in tuning.bimodal else (4, 10)
+            assert len(lr) >= rates and lr[-1] / lr[0] >= span - 1e-9, (name, task)
             ratios = [b / a for a, b in zip(lr, lr[1:])]
             assert max(ratios) / min(ratios) < 1.2, (name, task)     # log-spaced (rounded)
 

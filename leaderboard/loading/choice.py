@@ -15,7 +15,9 @@ steps, the learning rate first:
 3. when the chosen point lies on an edge of an axis that can grow there (the two values nearest
    that edge are > 0) and the axis has grown fewer than ``max_extensions`` steps past that edge,
    the axis gains one value past it, at the ratio of those two values, and the new points are
-   swept before anything is chosen;
+   swept before anything is chosen; on a bimodal task only when some tuning seed reached the
+   target at the chosen rate (where no seed learned, the choice is a tie on the plateau, and a
+   step further would only run more cells to the cap);
 4. otherwise that point is chosen; a chosen point still on a growable edge is flagged
    ``at_edge``. No scored rate: the scorer's reporting cells are recorded ``skipped`` with the
    reason ("every point of the tuning grid failed").
@@ -297,7 +299,8 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
                  if grows(axes[k], side)
                  and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
         growable = [(k, side) for k, side in edges if counts[k][side] < max_extensions]
-        if growable:
+        if growable and (rule is None or rule.target is None
+                         or chosen.rate_reached.get(point_label(rate_of(best, rates)))):
             for k, side in growable:
                 axes[k] = grown(axes[k], side)
             continue
