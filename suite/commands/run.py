@@ -133,7 +133,11 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
     if plan.tuning is not None:
         tuning = plan.tuning.tuning
         tuned = {task for task, _ in plan.tuning.tuned}
-        console.print(f"tuning: {len(tuning.seeds)} tuning seed(s) {list(tuning.seeds)}, grids "
+        bimodal = [t for t in tuning.bimodal if t in tuned]
+        seeds = f"{len(tuning.seeds)} tuning seed(s) {list(tuning.seeds)}" + (
+            f" ({', '.join(bimodal)}, bimodal: {len(tuning.bimodal_seeds)} seeds "
+            f"{list(tuning.bimodal_seeds)})" if bimodal else "")
+        console.print(f"tuning: {seeds}, grids "
                       + "; ".join(f"{t}: " + " x ".join(f"{k} {list(v)}" for k, v in g.items())
                                   for t, g in tuning.grids.items() if t in tuned)
                       + f"; each axis may grow by up to {tuning.max_extensions} step(s) past "
