@@ -5,7 +5,8 @@ state).
   over seeds, one panel per scorer, one colour scale for all panels (log when all values are
   positive and span more than two decades).
 - ``bars__<profile>__<task>__<metric>.png``: mean and 95% CI per scorer, coloured by tier.
-- ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores.
+- ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores on the
+  tasks' fixed anchors, coloured clipped to [0, 1], written unclipped (▽ below 0, △ above 1).
 - ``cost__<cost task>__<metric>__<profile>.png``: quality score against a cost metric (log axis
   when every cost is positive), every point named, labels kept apart with leader lines.
 - from ``bench_scorers`` records (``scorebench bench scorers --lengths``): forward+backward time
@@ -28,7 +29,17 @@ from matplotlib import colors as mcolors
 from matplotlib import ticker as mticker
 from matplotlib.figure import Figure
 
+from .text import outside_mark
+
 DPI = 100
+# What a plot shows, as its caption says it on the page and in the README.
+CAPTIONS = {
+    "normalized": ("Normalized headline score of every scorer on every task, profile {profile}: "
+                   "the mean over seeds on the task's fixed anchors (0 = its floor, chance or "
+                   "the trivial predictor; 1 = its ceiling, perfect). The colour is clipped to "
+                   "[0, 1], as the overall clips a task score; the numbers are unclipped, ▽ "
+                   "below 0, △ above 1."),
+}
 PNG_METADATA = {"Software": None}
 MAX_TICKS = 6
 
@@ -204,8 +215,12 @@ def normalized_plots(board, outdir: Path) -> list[Path]:
         tasks = sorted({r["task"] for r in sel})
         scorers = sorted({r["scorer"] for r in sel}, key=lambda s: (order.get(s, math.inf), s))
         matrix = np.full((len(scorers), len(tasks)), np.nan)
+        raw = np.full((len(scorers), len(tasks)), np.nan)
         for r in sel:
-            matrix[scorers.index(r["scorer"]), tasks.index(r["task"])] = r["score"]
+            i, j = scorers.index(r["scorer"]), tasks.index(r["task"])
+            matrix[i, j] = r["score"]
+            unclipped = _opt(r.get("score_unclipped"))
+            raw[i, j] = r["score"] if unclipped is None else unclipped
         left_chars = max(map(len, scorers))
         width = 1.1 * len(tasks) + 0.25 + 0.065 * left_chars + 1.3
         fig = Figure(figsize=(max(width, 4.0), 0.3 * len(scorers) + 1.6), dpi=DPI)
@@ -218,11 +233,13 @@ def normalized_plots(board, outdir: Path) -> list[Path]:
                           aspect="auto", interpolation="nearest")
         for i in range(len(scorers)):
             for j in range(len(tasks)):
-                if np.isfinite(matrix[i, j]):
-                    ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7)
+                if np.isfinite(raw[i, j]):
+                    mark = outside_mark(raw[i, j])
+                    ax.text(j, i, f"{raw[i, j]:.2f}" + (f" {mark}" if mark else ""),
+                            ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(scorers)), scorers, fontsize=8)
-        fig.colorbar(image, cax=cax).set_label("normalized score\n(1 = best, 0 = worst)",
+        fig.colorbar(image, cax=cax).set_label("normalized score\n(0 = floor, 1 = ceiling)",
                                                fontsize=8)
         ax.set_title(f"normalized headline scores [{profile}]", fontsize=10)
         path = outdir / f"{safe_name('normalized', profile)}.png"

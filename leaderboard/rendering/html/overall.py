@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..columns import FIELDS
 from ..notes import outside_overall, overall_notes
-from ..text import failed_text, tasks_text
+from ..palette import tier_class
+from ..text import failed_text, outside_text, poi_tasks_text, rank_without_text, tasks_text
 from .context import PageData
 from .markup import Markup, concat, tag
 from .tables import (Column, extra_fields, field_column, num_cell, order_text, provenance_cell,
-                     row_order, table)
+                     row_order, table, text_cell)
 
 
 def overall_columns(page: PageData, rows: list[dict], order: str | None = None) -> list[Column]:
@@ -19,8 +20,12 @@ def overall_columns(page: PageData, rows: list[dict], order: str | None = None) 
         page.scorer_column("overall"),
         field_column(f("poi"), rows, sort="descending" if order == "value" else None),
         field_column(f("score"), rows),
-        field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
+        field_column(f("tier"), rows, sort="ascending" if order == "tier" else None,
+                     shade=lambda d: tier_class(d.get("tier"))),
         field_column(f("rank_low"), rows),
+        *(Column(f(key).label, text_cell(text), False, f(key).title) for key, text in (
+            ("poi_tasks", poi_tasks_text), ("rank_without", rank_without_text),
+            ("outside_anchors", outside_text))),
         Column(f("n_tasks").label, num_cell(tasks_text, lambda r: r["n_tasks"]), True,
                f("n_tasks").title),
         field_column(f("tier1_tasks"), rows),

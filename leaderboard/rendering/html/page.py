@@ -8,6 +8,7 @@ from string import Template
 from typing import Any
 
 from ...loading.schema import TRACKS
+from ..palette import tier_css
 from ..text import joined, short_shas
 from .claims import claims_tab
 from .context import PageData
@@ -37,7 +38,7 @@ def render(page: PageData) -> str:
     template = Template(_static("page.html"))
     return template.substitute(
         title=esc(f"scorebench leaderboard: {page.meta['release']}"),
-        style=_static("leaderboard.css"), script=_static("leaderboard.js"),
+        style=_static("leaderboard.css") + tier_css(), script=_static("leaderboard.js"),
         header=header(page), nav=nav + "\n", main=main + "\n",
         footer=esc("Rendered by scorebench from results.json.gz, the same data as README.md."))
 

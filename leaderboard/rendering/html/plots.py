@@ -3,7 +3,7 @@ shows."""
 from __future__ import annotations
 
 from ...loading.schema import TRACKS
-from ..plots import safe_name
+from ..plots import CAPTIONS, safe_name
 from ..text import TRACK_TITLES
 from .context import PageData
 from .markup import Markup, concat, tag, void
@@ -15,9 +15,7 @@ def plot_captions(page: PageData) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     profiles = sorted({r["profile"] for r in page.overall_rows})
     for p in profiles:
-        out[safe_name("normalized", p)] = (
-            "overall", f"Normalized headline score of every scorer on every task, profile "
-                       f"{p} (1 = best scorer of the task, 0 = worst).")
+        out[safe_name("normalized", p)] = ("overall", CAPTIONS["normalized"].format(profile=p))
     for r in page.rows:
         p, t, m = r["profile"], r["task"], r["metric"]
         out[safe_name("bars", p, t, m)] = (
