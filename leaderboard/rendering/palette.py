@@ -8,7 +8,7 @@ TIER_COLOURS = ("#00441b", "#1b7837", "#41ab5d", "#74c476", "#a1d99b", "#c7e9c0"
 NO_TIER = "#bdbdbd"
 BASELINE_COLOUR = "#222222"
 # How much of a tier's colour a shaded page cell mixes into white.
-PAGE_SHADE = (55, 45, 38, 32, 28, 24)
+PAGE_SHADE = (40, 34, 30, 28, 26, 24)
 
 
 def tier_step(tier) -> int | None:

@@ -47,9 +47,7 @@ def overall_tab(page: PageData) -> Markup:
     intro = "One row per scorer and profile. "
     if "tier" in orders.values():
         intro += ("Rows are ordered by tier (tier 1 first), then by the headline within a tier. ")
-    parts = [tag("h2", "Overall"), page.field_legend(
-        "overall", keys, [("highlighted row", "Tier 1.")],
-        intro + "Click a header to sort; hover a header for its meaning.")]
+    parts = [tag("h2", "Overall")]
     if not rows:
         parts.append(tag("p", "No quality-track records in this release.", class_="empty"))
     for profile in profiles:
@@ -60,4 +58,9 @@ def overall_tab(page: PageData) -> Markup:
     outside = outside_overall(page.board) + overall_notes(page.board)
     if outside:
         parts.append(tag("ul", concat(tag("li", line) for line in outside), class_="meta"))
+    # The legend follows the tables, so that the first screen holds the answer.
+    parts.append(page.field_legend(
+        "overall", keys, [("highlighted row", "Tier 1."),
+                          ("shaded tier", "The darker, the better the tier (tier 1 darkest).")],
+        intro + "Click a header to sort; hover a header for its meaning."))
     return tag("section", concat(parts), id="overall", class_="tab")

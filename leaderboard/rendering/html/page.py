@@ -9,6 +9,7 @@ from typing import Any
 
 from ...loading.schema import TRACKS
 from ..palette import tier_css
+from ..summary import sentences
 from ..text import joined, short_shas
 from .claims import claims_tab
 from .context import PageData
@@ -44,7 +45,8 @@ def render(page: PageData) -> str:
 
 
 def header(page: PageData) -> Markup:
-    """The title, the release selector, the scorer filter and the release's provenance."""
+    """The title, the release's answer in sentences (the front page's), the release selector,
+    the scorer filter and the release's provenance."""
     m = page.meta
     options = concat(tag("option", name, value=href, selected=name == m["release"])
                      for name, href, _ in page.releases)
@@ -67,7 +69,9 @@ def header(page: PageData) -> Markup:
     ]
     files = concat((tag("a", name, href=name) for name in
                     ("README.md", "results.json.gz", "results.csv", "overall.csv")), ", ")
-    return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), controls,
+    answer = tag("ul", concat(tag("li", line) for line in sentences(page.board)),
+                 class_="summary")
+    return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), answer, controls,
                    tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
                    tag("p", "Files: ", files, " (README.md describes the method)."),
                    "\n"])
