@@ -23,7 +23,8 @@ read or releases written.
   - ``plots``:          the PNG plots of a Board and of cost records; ``palette``: the tier
                         colours the plots and the page share.
   - ``tuning_section``, ``curves_section``: the README's tuning and learning-curve sections and
-                        their plots.
+                        their plots; ``convergence_section``: level, speed and reliability of
+                        the tasks trained to convergence, and the neighbouring-rate words.
   - ``html``:           the page, one module per tab (its own package map).
 ``method``      computes the Board from records (docs/statistics.md)
   - ``aggregate``:      ``aggregate(loaded) -> Board``, calling the modules below in turn.

@@ -1,6 +1,6 @@
 """The learning curves of a release (``meta["curves"]``, :mod:`leaderboard.method.curves`) as
-plots, one per task, and as the README's table of final values and the step each scorer reaches
-the declared fraction of the baseline's final value."""
+plots, one per task, and as the README's table of final values, the step each scorer reaches
+the declared fraction of the baseline's final value and, on a dense curve, its median stop step."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -65,16 +65,23 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
              "small validation subset (tasks/validation.py); below, per scorer, the final "
              "validation value (every validation item, mean over seeds) and the first of those "
              "steps at which the mean curve reaches the declared fraction of the baseline's "
-             "final curve value (– : never).", ""]
+             "final curve value (– : never)."
+             + (" A task trained to convergence shows instead the stopping rule's curve, "
+                "evaluated every few steps to the stop, a seed that stopped standing at its best "
+                "value after it, and each scorer's median stop step."
+                if any(c.get("dense") for c in curves.values()) else ""), ""]
     for key, c in sorted(curves.items()):
         rule = ("≥ {r:g} x" if c["direction"] == "higher" else "≤ 1/{r:g} x").format(r=c["reach"])
+        dense = c.get("dense")
         lines += [f"### {key} ({c['metric']}, {c['direction']} is better)", "",
                   f"| scorer | seeds | final {c['metric']} | first step {rule} "
-                  f"{c['baseline']}'s final |", "|---|---|---|---|"]
+                  f"{c['baseline']}'s final |" + (" median stop step |" if dense else ""),
+                  "|---|---|---|---|" + ("---|" if dense else "")]
         for label, s in sorted(c["scorers"].items()):
             step = s.get("reach_step")
             lines.append(f"| {label} | {s['seeds']} | {_num(s['final'])} | "
-                         f"{'–' if step is None else step} |")
+                         f"{'–' if step is None else step} |"
+                         + (f" {_num(s.get('stop_step'))} |" if dense else ""))
         lines.append("")
         lines += [f"![{key}: learning curves]({p})\n\n"
                   f"*{CAPTIONS['curves'].format(task=key, metric=c['metric'])}*"

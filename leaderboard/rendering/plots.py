@@ -109,7 +109,7 @@ def panel_plot(outdir: Path, kind: str, key: str, labels: list[str],
     labels = sorted(labels, key=lambda s: (s != baseline, s))
     ncols = min(PANEL_COLUMNS, len(labels))
     nrows = math.ceil(len(labels) / ncols)
-    width, height = 2.9 * ncols + 0.9, 2.0 * nrows + 1.5
+    width, height = max(2.9 * ncols + 0.9, 8.0), 2.0 * nrows + 1.5   # room for the legend
     fig = Figure(figsize=(width, height), dpi=DPI)
     fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.65 / height,
                         top=1 - 1.0 / height, wspace=0.1, hspace=0.45)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ...method.board import DESCRIPTIVE_TRACKS
+from .. import convergence_section
 from ..columns import FIELDS, shown_rows
 from ..notes import track_notes
 from ..palette import tier_class
@@ -13,7 +14,7 @@ from ..text import (NO_VERDICT, TRACK_TITLES, VERDICT_MARKS, VERDICT_WORDS, fail
 from .context import PageData
 from .markup import Markup, concat, slug, tag
 from .tables import (Column, arrow, better, extra_fields, field_column, num_cell, order_text,
-                     provenance_cell, row_order, table)
+                     provenance_cell, row_order, table, text_cell)
 
 HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey) and its mark "
                   "against the baseline; {better} is better. Shading: the tier; outlined: the "
@@ -180,7 +181,41 @@ def track_tab(page: PageData, track: str) -> Markup:
         rest = [r for r in every if r["profile"] == profile and not r["headline"]]
         parts += _profile_tables(page, track, profile, prows, rest)
         parts.append(_metric_details(page, profile, prows))
+    parts += _convergence_tables(page, {r["task"] for r in every})
     return tag("section", concat(parts), id=f"track-{track}", class_="tab")
+
+
+CONVERGENCE_TITLES = (
+    "The attention scoring function.",
+    "Each headline metric at the stop (the best-validation checkpoint), its mean over seeds and "
+    "its mark against the baseline.",
+    "Steps to the target of the validation metric: the mean over the seeds that reach it with "
+    "its 95% t interval, and how many seeds do not; lower is faster.",
+    "The fraction of seeds that reach the target, with its exact (Clopper-Pearson) 95% "
+    "interval; a scorer whose seeds split says so.",
+    "How the seeds stopped: converged, at the cap, not learned within the cap.",
+    "Whether each verdict against the baseline keeps its sign at the scorer's neighbouring "
+    "learning rates.",
+)
+
+
+def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
+    """Per task of the track trained to convergence: level, speed and reliability per scorer."""
+    found = sorted(t for t in page.meta.get("convergence") or {} if t in tasks)
+    if not found:
+        return []
+    parts = [tag("h3", "Level, speed and reliability"),
+             tag("p", convergence_section.method_text(page.board), class_="meta")]
+    for task in found:
+        cells = convergence_section.task_rows(page.board, task)
+        rows = [{"scorer": c[0], "cells": c} for c in cells]
+        columns = [page.scorer_column()] + [
+            Column(header, text_cell(lambda r, j=j: r["cells"][j]), False, title)
+            for j, (header, title) in enumerate(zip(convergence_section.HEADERS,
+                                                    CONVERGENCE_TITLES)) if j]
+        parts.append(table(columns, rows, f"{task}: level, speed and reliability",
+                           lambda r: {"data_scorer": r["scorer"]}, css="convergence"))
+    return parts
 
 
 def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],
