@@ -31,17 +31,14 @@ def speed_text(s: dict) -> str:
 
 
 def reliability_text(s: dict) -> str:
-    text = f"{s['reliability']:.2f} [{s['reliability_lo']:.2f}, {s['reliability_hi']:.2f}]"
-    if s["split"]:
-        text += f"; seeds split: {s['reached']} of {s['seeds']} reach the target"
-    return text
+    split = (f"; seeds split: {s['reached']} of {s['seeds']} reach the target" if s["split"]
+             else "")
+    return f"{s['reliability']:.2f} [{s['reliability_lo']:.2f}, {s['reliability_hi']:.2f}]{split}"
 
 
 def stops_text(s: dict) -> str:
-    text = f"{s['converged']} converged, {s['cap']} at the cap"
-    if s["not_learned"]:
-        text += f", {s['not_learned']} not learned within the cap"
-    return text
+    never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
+    return f"{s['converged']} converged, {s['cap']} at the cap{never}"
 
 
 def _headline_rows(board, task: str) -> dict[str, list[dict]]:
