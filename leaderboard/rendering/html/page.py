@@ -46,7 +46,7 @@ def render(page: PageData) -> str:
 
 def header(page: PageData) -> Markup:
     """The title, the release's answer in sentences (the front page's), the release selector,
-    the scorer filter and the release's provenance."""
+    the scorer filter, and the release's provenance and files folded below them."""
     m = page.meta
     options = concat(tag("option", name, value=href, selected=name == m["release"])
                      for name, href, _ in page.releases)
@@ -71,10 +71,14 @@ def header(page: PageData) -> Markup:
                     ("README.md", "results.json.gz", "results.csv", "overall.csv")), ", ")
     answer = tag("ul", concat(tag("li", line) for line in sentences(page.board)),
                  class_="summary")
+    about = tag("details", tag("summary", f"Records, dates, harness, hardware, files: "
+                                          f"{m['n_used']} records, {m['date_first']} to "
+                                          f"{m['date_last']}, baseline {m['baseline']}"),
+                tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
+                tag("p", "Files: ", files, " (README.md describes the method)."),
+                class_="about")
     return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), answer, controls,
-                   tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
-                   tag("p", "Files: ", files, " (README.md describes the method)."),
-                   "\n"])
+                   about, "\n"])
 
 
 def _static(name: str) -> str:

@@ -28,7 +28,7 @@ MATRIX_LEGEND = [
      "not clearly beat the task's trivial predictor)."),
     ("shading", "The scorer's tier on that metric: the darker, the better the tier (tier 1 "
      "darkest); no shading, no tier."),
-    ("outlined, bold", "The best mean of the column."),
+    ("outlined, bold", "The best mean of the column (none where the metric is uninformative)."),
 ]
 
 
@@ -148,10 +148,11 @@ def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows:
 
 
 def _best(rows: list[dict], task: str, metric: str) -> float | None:
-    """The best mean of one (task, metric) column, None with fewer than two scorers."""
-    values = [r for r in rows if (r["task"], r["metric"]) == (task, metric) and r.get("n")
-              and not missing(r.get("mean"))]
-    if len(values) < 2:
+    """The best mean of one (task, metric) column; None with fewer than two scorers or on an
+    uninformative metric (its means cannot tell scorers apart)."""
+    column = [r for r in rows if (r["task"], r["metric"]) == (task, metric)]
+    values = [r for r in column if r.get("n") and not missing(r.get("mean"))]
+    if len(values) < 2 or any(r.get("informative") is False for r in column):
         return None
     pick = min if values[0]["direction"] == "lower" else max
     return pick(r["mean"] for r in values)
