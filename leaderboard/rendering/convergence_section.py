@@ -14,8 +14,20 @@ from __future__ import annotations
 from .summary import task_headlines
 from .text import cell_text, missing, num, verdict_mark
 
-HEADERS = ("scorer", "level at the stop", "speed: steps to the target [95% CI]",
-           "reliability [exact 95% CI]", "stops", "verdict at the neighbouring rates")
+# Each column of a task's table: its header and what it means (the page's header title).
+COLUMNS = (
+    ("scorer", "The attention scoring function."),
+    ("level at the stop", "Each headline metric at the stop (the best-validation checkpoint), its "
+     "mean over seeds and its mark against the baseline."),
+    ("speed: steps to the target [95% CI]", "Steps to the target of the validation metric: the "
+     "mean over the seeds that reach it with its 95% t interval, and how many seeds do not; "
+     "lower is faster."),
+    ("reliability [exact 95% CI]", "The fraction of seeds that reach the target, with its exact "
+     "(Clopper-Pearson) 95% interval; a scorer whose seeds split says so."),
+    ("stops", "How the seeds stopped: converged, at the cap, not learned within the cap."),
+    ("verdict at the neighbouring rates", "Whether each verdict against the baseline keeps its "
+     "sign at the scorer's neighbouring learning rates."),
+)
 
 
 def speed_text(s: dict) -> str:
@@ -66,7 +78,7 @@ def neighbour_text(words: dict[str, str] | None) -> str:
 
 
 def task_rows(board, task: str) -> list[list[str]]:
-    """The cells of one task's table, one list per scorer (the HEADERS' columns)."""
+    """The cells of one task's table, one list per scorer (the columns of COLUMNS)."""
     meta = board.meta
     baseline = meta.get("baseline", "softmax")
     heads = _headline_rows(board, task)
@@ -99,8 +111,8 @@ def markdown(board) -> str:
         return ""
     lines = ["## Level, speed and reliability", "", method_text(board), ""]
     for task in sorted(board.meta["convergence"]):
-        lines += [f"### {task}", "", "| " + " | ".join(HEADERS) + " |",
-                  "|" + "---|" * len(HEADERS)]
+        lines += [f"### {task}", "", "| " + " | ".join(h for h, _ in COLUMNS) + " |",
+                  "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(cell_text(c) for c in cells) + " |"
                   for cells in task_rows(board, task)]
         lines.append("")

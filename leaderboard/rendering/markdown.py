@@ -354,7 +354,7 @@ def plot_caption(path: str) -> str:
         return f"*{CAPTIONS['normalized'].format(profile=rest)}*"
     if kind == "curves":
         return (f"*Learning curves of {rest}: validation metric against training step, mean over "
-                "seeds, one line per scorer.*")
+                "seeds, one panel per scorer with the baseline in every panel.*")
     return f"*{name}*"
 
 

@@ -1,12 +1,11 @@
 """The colours every view shares: the tiers, one hue from dark (tier 1) to light, so that tiers
-read in order on the page and in the plots alike, and the colour of the baseline."""
+read in order on the page and in the plots alike."""
 from __future__ import annotations
 
 # Tier 1, 2, ...: a sequential green scale (ColorBrewer "Greens", dark to light); tiers past the
 # last share its colour.
 TIER_COLOURS = ("#00441b", "#1b7837", "#41ab5d", "#74c476", "#a1d99b", "#c7e9c0")
 NO_TIER = "#bdbdbd"
-BASELINE_COLOUR = "#222222"
 # How much of a tier's colour a shaded page cell mixes into white.
 PAGE_SHADE = (40, 34, 30, 28, 26, 24)
 

@@ -22,10 +22,12 @@ NOT_LEARNED = "‡"
 # headline matrices): better, worse, uninformative; anything else is no verdict.
 VERDICT_MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
 NO_VERDICT = "·"
-VERDICT_WORDS = {"▲": "significantly better than the baseline by at least the minimum effect",
-                 "▼": "significantly worse than the baseline by at least the minimum effect",
-                 "–": "uninformative at this profile",
-                 NO_VERDICT: "no verdict (not significant, a tie or within resolution)"}
+VERDICT_WORDS = {
+    VERDICT_MARKS["better"]: "significantly better than the baseline by at least the minimum "
+                             "effect",
+    VERDICT_MARKS["worse"]: "significantly worse than the baseline by at least the minimum effect",
+    VERDICT_MARKS["uninformative"]: "uninformative at this profile",
+    NO_VERDICT: "no verdict (not significant, a tie or within resolution)"}
 
 
 def missing(x: Any) -> bool:

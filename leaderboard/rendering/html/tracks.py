@@ -24,8 +24,9 @@ MATRIX_LEGEND = [
      f"After a mean: {VERDICT_WORDS[VERDICT_MARKS['better']]} / worse (the same marks as the "
      "front page)."),
     (NO_VERDICT, f"After a mean: {VERDICT_WORDS[NO_VERDICT]}."),
-    (VERDICT_MARKS["uninformative"], f"After a mean: {VERDICT_WORDS['–']} (the baseline does "
-     "not clearly beat the task's trivial predictor)."),
+    (VERDICT_MARKS["uninformative"], f"After a mean: "
+     f"{VERDICT_WORDS[VERDICT_MARKS['uninformative']]} (the baseline does not clearly beat the "
+     "task's trivial predictor)."),
     ("shading", "The scorer's tier on that metric: the darker, the better the tier (tier 1 "
      "darkest); no shading, no tier."),
     ("outlined, bold", "The best mean of the column (none where the metric is uninformative)."),
@@ -186,20 +187,6 @@ def track_tab(page: PageData, track: str) -> Markup:
     return tag("section", concat(parts), id=f"track-{track}", class_="tab")
 
 
-CONVERGENCE_TITLES = (
-    "The attention scoring function.",
-    "Each headline metric at the stop (the best-validation checkpoint), its mean over seeds and "
-    "its mark against the baseline.",
-    "Steps to the target of the validation metric: the mean over the seeds that reach it with "
-    "its 95% t interval, and how many seeds do not; lower is faster.",
-    "The fraction of seeds that reach the target, with its exact (Clopper-Pearson) 95% "
-    "interval; a scorer whose seeds split says so.",
-    "How the seeds stopped: converged, at the cap, not learned within the cap.",
-    "Whether each verdict against the baseline keeps its sign at the scorer's neighbouring "
-    "learning rates.",
-)
-
-
 def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
     """Per task of the track trained to convergence: level, speed and reliability per scorer."""
     found = sorted(t for t in page.meta.get("convergence") or {} if t in tasks)
@@ -212,8 +199,7 @@ def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
         rows = [{"scorer": c[0], "cells": c} for c in cells]
         columns = [page.scorer_column()] + [
             Column(header, text_cell(lambda r, j=j: r["cells"][j]), False, title)
-            for j, (header, title) in enumerate(zip(convergence_section.HEADERS,
-                                                    CONVERGENCE_TITLES)) if j]
+            for j, (header, title) in enumerate(convergence_section.COLUMNS) if j]
         parts.append(table(columns, rows, f"{task}: level, speed and reliability",
                            lambda r: {"data_scorer": r["scorer"]}, css="convergence"))
     return parts
