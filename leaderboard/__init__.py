@@ -20,9 +20,11 @@ read or releases written.
   - ``columns``:        every column's header, meaning and format; which rows a track shows.
   - ``markdown``:       the release README and LEADERBOARD.md.
   - ``summary``:        the release's answer in sentences and one compact table per profile.
-  - ``plots``:          the PNG plots of a Board and of cost records.
+  - ``plots``:          the PNG plots of a Board and of cost records; ``palette``: the tier
+                        colours the plots and the page share.
   - ``tuning_section``, ``curves_section``: the README's tuning and learning-curve sections and
-                        their plots.
+                        their plots; ``convergence_section``: level, speed and reliability of
+                        the tasks trained to convergence, and the neighbouring-rate words.
   - ``html``:           the page, one module per tab (its own package map).
 ``method``      computes the Board from records (docs/statistics.md)
   - ``aggregate``:      ``aggregate(loaded) -> Board``, calling the modules below in turn.

@@ -305,3 +305,92 @@ def test_reader_checks(site, browser, tmp_path):
         "const c = arguments[0].getBoundingClientRect(), b = arguments[1]"
         ".getBoundingClientRect(); return Math.abs(c.left - b.left) < 2", cell, box)
     browser.save_screenshot(str(tmp_path / "phone.png"))
+
+
+# The part of an element inside the first screen: its top above the viewport's bottom.
+ON_FIRST_SCREEN = ("const r = arguments[0].getBoundingClientRect(); "
+                   "return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight")
+# Per table with a scorer column (its header reads "scorer"): that column's width over the
+# table's.
+SCORER_SHARE = """
+const out = [];
+document.querySelectorAll("table").forEach((table) => {
+  if (!table.getClientRects().length) return;
+  const heads = Array.from(table.querySelectorAll("thead th"));
+  const j = heads.findIndex((th) => th.textContent.replace(/[\\u2195\\u2191\\u2193]/g, "")
+                                     .trim() === "scorer");
+  if (j < 0) return;
+  out.push([table.querySelector("caption") ? table.querySelector("caption").textContent : "",
+            heads[j].getBoundingClientRect().width / table.getBoundingClientRect().width]);
+});
+return out;
+"""
+
+
+def front_page_html(markdown_path: Path) -> Path:
+    """LEADERBOARD.md as a browser shows it (CommonMark with tables, no style of its own; raw
+    HTML shown as text, as a host that sanitizes markdown would)."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py renders the front "
+                                      "page: pip install markdown-it-py")
+    body = markdown_it.MarkdownIt("commonmark", {"html": False}).enable("table").render(
+        markdown_path.read_text(encoding="utf-8"))
+    out = markdown_path.with_name("LEADERBOARD.html")
+    out.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" '
+                   'content="width=device-width, initial-scale=1"></head><body>'
+                   + body + "</body></html>", encoding="utf-8")
+    return out
+
+
+def test_first_screen_answers_and_the_phone_keeps_the_scorer_narrow(site, browser, tmp_path):
+    """Issue 51: on a 1400 x 900 screen the front page and the release page show the summary
+    sentences and the top tier without scrolling; at 420 px the scorer column takes at most 40%
+    of its table's width."""
+    from selenium.webdriver.common.by import By
+
+    from leaderboard.publishing.release import load_release
+    from leaderboard.rendering.summary import sentences
+
+    base, url = site
+    board = load_release(base / "releases" / "r1")
+    said = sentences(board)
+    top = [r["scorer"] for r in read_results(base / "releases" / "r1")["overall"]
+           if r["tier"] == 1]
+    assert said and top
+    front = front_page_html(base / "LEADERBOARD.md").as_uri()
+
+    def screen(width, height):
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+
+    def shown(element):
+        return browser.execute_script(ON_FIRST_SCREEN, element)
+
+    screen(1400, 900)
+    browser.get(front)
+    items = browser.find_elements(By.CSS_SELECTOR, "li")
+    for sentence in said:
+        item = next(i for i in items if " ".join(i.text.split()) == sentence)
+        assert shown(item), sentence
+    rows = browser.find_elements(By.CSS_SELECTOR, "table tbody tr")
+    for scorer in top:
+        row = next(r for r in rows if r.find_elements(By.TAG_NAME, "td")[1].text == scorer)
+        assert shown(row), scorer
+    browser.save_screenshot(str(tmp_path / "front.png"))
+
+    browser.get(url + "/r1/index.html")
+    items = browser.find_elements(By.CSS_SELECTOR, "header ul.summary li")
+    assert [" ".join(i.text.split()) for i in items] == said
+    assert all(shown(i) for i in items)
+    for scorer in top:
+        row = browser.find_element(By.CSS_SELECTOR,
+                                   f"#overall tbody tr[data-scorer='{scorer}']")
+        assert shown(row), scorer
+    browser.save_screenshot(str(tmp_path / "release.png"))
+
+    screen(420, 900)
+    for page in (front, url + "/r1/index.html#overall", url + "/r1/index.html#track-icl"):
+        browser.get(page)
+        shares = browser.execute_script(SCORER_SHARE)
+        assert shares, page
+        assert all(share <= 0.4 for _, share in shares), (page, shares)
+    browser.save_screenshot(str(tmp_path / "phone-matrix.png"))

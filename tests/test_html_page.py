@@ -351,3 +351,39 @@ def test_problems_have_one_wording(site, tmp_path):
     effects = [cells(r, t["headers"])["effect"] for t in PageTables(text).in_section("failures")
                if "effect" in t["headers"] for r in t["rows"]]
     assert effects == ["partly used", "partly used", "skipped"]
+
+
+def test_headline_matrix_marks_verdicts_tiers_and_the_best(site):
+    """Each headline cell carries the front page's mark against the baseline, its tier's shade,
+    and the best mean of its column is outlined."""
+    from leaderboard.rendering.text import verdict_mark
+
+    results = read_results(site / "releases" / "r1")
+    text, parsed = page(site)
+    table, = [t for t in parsed.in_section("track-icl") if t["caption"].startswith("Headline")]
+    heads = sorted({(r["task"], r["metric"]) for r in results["rows"]
+                    if r["track"] == "icl" and r["headline"]})
+    raw = {(r["task"], r["metric"], r["scorer"]): r for r in results["rows"]}
+    for task, metric in heads:
+        j = 1 + heads.index((task, metric))
+        column = {row["attrs"]["data-scorer"]: row["cells"][j] for row in table["rows"]}
+        valued = {s: raw[(task, metric, s)] for s in column
+                  if (task, metric, s) in raw and raw[(task, metric, s)]["n"]}
+        best = min(r["mean"] for r in valued.values())
+        for scorer, cell in column.items():
+            r = valued.get(scorer)
+            classes = cell["attrs"]["class"].split()
+            if r is None:
+                continue
+            mark = cell["text"].split()[-1]
+            if scorer == "softmax":
+                assert mark not in "▲▼·–"
+            else:
+                assert mark == verdict_mark(r), (scorer, cell["text"])
+            assert ("best" in classes) == (r["mean"] == best)
+            tiers = [c for c in classes if c.startswith("tier-")]
+            assert tiers == ([] if r["tier"] is None else [f"tier-{int(r['tier'])}"])
+    # The shades are one hue that lightens tier by tier; the phone layout narrows the scorer.
+    assert "td.tier-1 { background: color-mix(" in text and "span.name" in text
+    assert any(t["caption"].startswith("profile") and "P(better) per task" in t["headers"]
+               for t in parsed.in_section("overall"))

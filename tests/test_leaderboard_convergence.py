@@ -81,3 +81,100 @@ def test_a_verdict_is_checked_at_the_neighbouring_rates_on_the_same_tuning_seeds
     assert result["rates"] == {1e-3: True, 4e-3: False}
     assert words(result) == "rate-sensitive (holds at 1/2)"
     assert words({"holds": 2, "of": 2}) == "holds at 2/2 neighbouring rates"
+
+
+GRID = [1e-3, 2e-3, 4e-3]
+
+
+def converged_record(scorer, seed, error, target_step, *, lr=2e-3, role="tuned", stop=None):
+    """A record of icl_mqar trained to convergence: its stopping block (dense curve every 100
+    steps, a target), its validation block and its tuning block."""
+    record = make_record("icl_mqar", scorer, seed, {"error": error},
+                         config={"n_layer": 2, "lr": lr})
+    record["cell"]["role"] = role
+    record["tuning"] = ({"role": "report", "point": {"lr": lr}, "grid": {"lr": GRID}}
+                        if role == "tuned" else {"role": "sweep", "point": {"lr": lr}})
+    stop = stop or (target_step or 800) + 300
+    steps = list(range(100, stop + 1, 100))
+    values = [min(1.0, 0.3 + s / 1000) for s in steps]
+    record["extra"]["train"] = {"stopping": {
+        "rule": "converged", "patience": 3, "tolerance": 0.01, "eval_every": 100, "cap": 2000,
+        "stop_step": stop, "reason": "converged" if target_step else "cap",
+        "learned": target_step is not None, "best_step": stop, "best_value": values[-1],
+        "learned_at": 0.5, "curve": {"step": steps, "value": values, "items": 8},
+        "target": 0.9, "target_step": target_step}}
+    record["extra"]["validation"] = {"metric": "val_accuracy", "direction": "higher",
+                                     "reach": 0.9, "value": values[-1], "items": 8,
+                                     "curve": {"step": [1, 10, 100], "value": [0.1, 0.2, 0.4]}}
+    from leaderboard.loading.schema import cell_id
+    record["cell_id"] = cell_id(record["cell"])
+    return record
+
+
+def converged_results(root):
+    """softmax: every seed reaches the target; ssa: a lower error, three of five seeds reach
+    it; sweeps on tuning seeds at ssa's neighbouring rates (better at 1e-3, worse at 4e-3)."""
+    reach = {"softmax": [600, 700, 800, 700, 600], "ssa": [900, None, 1000, 1100, None]}
+    errors = {"softmax": 0.30, "ssa": 0.10}
+    for scorer, steps in reach.items():
+        for seed, step in enumerate(steps):
+            write_record(root, converged_record(scorer, seed, errors[scorer] + seed / 1000,
+                                                step, stop=None if step else 2000))
+    for seed in (1000, 1001):
+        write_record(root, converged_record("softmax", seed, 0.3, 700, role="sweep"))
+        for lr, error in ((1e-3, 0.2), (4e-3, 0.5)):
+            write_record(root, converged_record("ssa", seed, error, 900, lr=lr, role="sweep"))
+    return root
+
+
+def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tmp_path):
+    import json
+
+    from leaderboard.publishing.release import release_board, write_release
+    from leaderboard.rendering.html.page import render_page
+    from html_support import PageTables
+
+    loaded = load_records(converged_results(tmp_path / "results"))
+    board = release_board(loaded, "r1", n_boot=200)
+    meta = board.meta
+    ssa = meta["convergence"]["icl_mqar"]["scorers"]["ssa"]
+    assert (ssa["reached"], ssa["seeds"], ssa["split"]) == (3, 5, True)
+    row = next(r for r in board.rows.to_dict(orient="records")
+               if r["scorer"] == "ssa" and r["metric"] == "error")
+    assert row["vs_baseline"] == "better"
+    assert meta["neighbours"] == {"icl_mqar": {"ssa": {"error": "rate-sensitive (holds at 1/2)"}}}
+    # The dense curve of the stopping blocks, not the validation block's 3 points, with each
+    # scorer's median stop step; a stopped seed stands at its best value afterwards.
+    curve = meta["curves"]["icl_mqar"]
+    assert curve["dense"] and curve["scorers"]["ssa"]["stop_step"] == 1400.0
+    assert curve["scorers"]["softmax"]["step"][:3] == [100, 200, 300]
+    assert curve["scorers"]["softmax"]["mean"][-1] == pytest.approx(1.0)
+
+    readme = "".join(p.read_text() for p in write_release(board, tmp_path / "r1")
+                     if p.name == "README.md")
+    assert "## Level, speed and reliability" in readme
+    line = next(x for x in readme.splitlines() if x.startswith("| ssa |"))
+    assert "error 0.1" in line and "▲" in line
+    assert "1000 [752, 1248]; 2 of 5 did not reach it" in line
+    assert "0.60 [0.15, 0.95]; seeds split: 3 of 5 reach the target" in line
+    assert "3 converged, 2 at the cap, 2 not learned within the cap" in line
+    assert "error: rate-sensitive (holds at 1/2)" in line
+    soft = next(x for x in readme.splitlines() if x.startswith("| softmax |"))
+    assert "680 [" in soft and "did not" not in soft and "split" not in soft
+    assert "median stop step |" in readme and "| ssa | 5 |" in readme
+
+    page = PageTables(render_page(json.loads(board.to_json()), [], []))
+    table, = [t for t in page.in_section("track-icl") if "level, speed" in t["caption"]]
+    cells = {r["attrs"]["data-scorer"]: [c["text"] for c in r["cells"]] for r in table["rows"]}
+    assert cells["ssa"][3] == "0.60 [0.15, 0.95]; seeds split: 3 of 5 reach the target"
+    assert cells["ssa"][5] == "error: rate-sensitive (holds at 1/2)"
+
+
+def test_records_without_a_target_add_nothing_to_the_release(tmp_path):
+    from leaderboard.publishing.release import release_board
+
+    for seed in range(3):
+        for scorer in ("softmax", "ssa"):
+            write_record(tmp_path, make_record("icl_mqar", scorer, seed, {"error": 0.2}))
+    meta = release_board(load_records(tmp_path), "r0", n_boot=100).meta
+    assert "convergence" not in meta and "neighbours" not in meta

@@ -56,6 +56,7 @@ def test_the_committed_front_page_is_short_and_narrow(tmp_path):
     assert all(len(line) <= 200 for line in text.splitlines() if not links.match(line))
     first_screen = "\n".join(text.splitlines()[:25])
     assert "share the top tier" in first_screen and "softmax is in tier" in first_screen
+    assert len(re.findall(r"!\[", text)) <= 2            # at most two plots embedded
 
 
 def test_summary_prints_the_sentences_of_a_release_and_suggests_a_misspelt_one(capsys):

@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -93,3 +94,89 @@ def test_grid_titles_have_room(figures):
         assert not overlap(sup, box)
     for a, b in itertools.combinations(titles, 2):
         assert not overlap(a, b)
+
+
+def curve_entry(scorers, metric="val_accuracy", dense=False):
+    steps = [1, 10, 100, 1000]
+    return {"profile": "cpu", "metric": metric, "direction": "higher", "reach": 0.9,
+            "baseline": "softmax", "baseline_final": 0.95, "dense": dense,
+            "scorers": {s: {"seeds": 3, "step": steps, "mean": [0.1, 0.4, 0.9, 0.97],
+                            "lo": [-0.2, 0.1, 0.7, 0.9], "hi": [0.3, 0.7, 1.1, 1.2],
+                            "final": 0.97, "stop_step": 600 if dense else None}
+                        for s in scorers}}
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_learning_curves_are_small_multiples_inside_the_metrics_range(figures, dense):
+    """One panel per scorer, softmax drawn in every other panel, accuracy on [0, 1] (bands
+    clipped), the legend outside every axes; a dense curve marks the median stop step."""
+    from leaderboard.rendering import curves_section
+
+    scorers = ["ssa", "softmax", "relu", "sigmoid", "sparsemax"]
+    curves_section.render({"icl_mqar": curve_entry(scorers, dense=dense)}, Path("unused"))
+    (fig, path), = figures
+    assert path.name == "curves__icl_mqar.png"
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert [ax.get_title() for ax in panels] == ["softmax", "relu", "sigmoid", "sparsemax", "ssa"]
+    for ax in panels:
+        assert len(ax.lines) >= (1 if ax.get_title() == "softmax" else 2)
+        lo, hi = ax.get_ylim()
+        assert -0.05 <= lo and hi <= 1.05, (lo, hi)
+        for band in ax.collections:
+            ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+            assert ys.min() >= 0 and ys.max() <= 1
+        assert ax.get_legend() is None
+        stops = [line for line in ax.lines if list(line.get_xdata()) == [600, 600]]
+        assert bool(stops) == dense
+    assert ax.get_xscale() == ("linear" if dense else "log")
+    legend, = fig.legends
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    legend_box = legend.get_window_extent(canvas.get_renderer())
+    for ax in panels:
+        assert not overlap(legend_box, ax.get_window_extent(canvas.get_renderer()))
+
+
+def test_tuning_panels_star_each_chosen_rate(figures):
+    from leaderboard.rendering import tuning_section
+
+    points = lambda best: [{"point": {"lr": lr}, "mean": 0.9 if lr == best else 0.5}  # noqa: E731
+                           for lr in (1e-3, 2e-3, 4e-3)]
+    tuning = {"icl_mqar": {"metric": "val_accuracy", "direction": "higher", "scorers": {
+        s: {"points": points(best), "chosen": {"lr": best}}
+        for s, best in (("softmax", 2e-3), ("ssa", 4e-3))}}}
+    tuning_section.render(tuning, Path("unused"))
+    (fig, _), = figures
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == ["softmax", "ssa"]
+    stars = [line for line in panels[1].lines if line.get_marker() == "*"]
+    assert sorted(float(line.get_xdata()[0]) for line in stars) == [2e-3, 4e-3]
+    assert panels[1].get_ylim()[1] <= 1.05
+
+
+def test_bars_mark_the_baseline_and_perplexity_is_points_with_intervals(figures):
+    rows = [row(s, m, track="decoder", task="decoder_lm", metric="heldout_perplexity_1x",
+                tier=t, ci_low=m - 5, ci_high=m + 5, log_scale=True)
+            for s, m, t in (("softmax", 260.0, 2), ("ssa", 210.0, 1), ("relu", 300.0, 3))]
+    plots.bar_plots(SimpleNamespace(rows=pd.DataFrame(rows), meta={"baseline": "softmax"}),
+                    Path("unused"))
+    (fig, _), = figures
+    ax = fig.axes[0]
+    assert not ax.patches                      # no bars from zero
+    assert ax.get_xlim()[0] > 150
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert [list(line.get_xdata()) for line in dashed] == [[260.0, 260.0]]
+    assert "dashed: softmax" in ax.get_xlabel()
+    bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
+    assert bold == ["softmax (tier 2)"]
+    # Tiers read in order: each tier darker than the next.
+    from matplotlib.colors import to_rgb
+    from leaderboard.rendering.palette import tier_colour
+    lightness = [sum(to_rgb(tier_colour(t))) for t in (1, 2, 3, 4, 5, 6)]
+    assert lightness == sorted(lightness)
+    # An error rate keeps its bars, inside [0, 1].
+    plots.bar_plots(SimpleNamespace(rows=pd.DataFrame([
+        row("softmax", 0.5, track="icl", metric="error", ci_low=0.0, ci_high=1.0)])),
+        Path("unused"))
+    ax = figures[-1][0].axes[0]
+    assert ax.patches and -0.05 <= ax.get_xlim()[0] and ax.get_xlim()[1] <= 1.05

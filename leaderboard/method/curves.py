@@ -1,5 +1,8 @@
 """Learning curves in a release: every training task's validation metric during training
-(``extra["validation"]["curve"]`` of the reporting records; tasks/validation.py).
+(``extra["validation"]["curve"]`` of the reporting records; tasks/validation.py), or where the
+records carry the stopping rule's blocks (tasks/stopping.py) their dense curve, evaluated every
+``eval_every`` steps; a model that stopped stands at its best value after its stop, and the
+entry is marked ``dense`` with each scorer's median stop step (``stop_step``).
 
 ``summary(loaded, baseline)`` gives, per task (``<profile>/<task>`` when several profiles ran it),
 per scorer: the curve steps, the mean over seeds with a 95% t-interval, the final validation value
@@ -36,24 +39,52 @@ def reached(value: float, final: float, reach: float, direction: str) -> bool:
     return value <= final / reach
 
 
-def _curves(records: list[Record]) -> tuple[list[int], np.ndarray] | None:
-    """The common steps of the records' curves and the (seeds, steps) values (NaN: missing)."""
-    curves = [r.validation.get("curve") or {} for r in records]
-    steps = sorted({int(s) for c in curves for s in c.get("step", [])})
-    if not steps:
-        return None
-    table = np.full((len(curves), len(steps)), np.nan)
-    for i, c in enumerate(curves):
+def _dense(record: Record) -> list[dict]:
+    """The stopping blocks of a record that carry a curve (one per trained model)."""
+    return [b for b in record.stopping if (b.get("curve") or {}).get("step")]
+
+
+def _seed_values(record: Record, steps: list[int]) -> np.ndarray:
+    """A record's curve at ``steps`` (NaN: missing): the validation curve, or with stopping
+    blocks their dense curve, the mean over its models, a model that stopped standing at its
+    best value (the checkpoint it reports) after its stop."""
+    out = np.full(len(steps), np.nan)
+    blocks = _dense(record)
+    if not blocks:
+        c = record.validation.get("curve") or {}
         for s, v in zip(c.get("step", []), c.get("value", [])):
             if v is not None:
-                table[i, steps.index(int(s))] = float(v)
-    return steps, table
+                out[steps.index(int(s))] = float(v)
+        return out
+    models = np.full((len(blocks), len(steps)), np.nan)
+    for i, b in enumerate(blocks):
+        at = {int(s): v for s, v in zip(b["curve"]["step"], b["curve"]["value"])}
+        last = max(at)
+        for j, step in enumerate(steps):
+            v = at.get(step) if step <= last else b.get("best_value")
+            if v is not None:
+                models[i, j] = float(v)
+    seen = np.isfinite(models).any(axis=0)
+    out[seen] = np.nanmean(models[:, seen], axis=0)
+    return out
+
+
+def _curves(records: list[Record]) -> tuple[list[int], np.ndarray] | None:
+    """The common steps of the records' curves and the (seeds, steps) values (NaN: missing)."""
+    steps = sorted({int(s) for r in records
+                    for c in ([b["curve"] for b in _dense(r)]
+                              or [r.validation.get("curve") or {}])
+                    for s in c.get("step", [])})
+    if not steps:
+        return None
+    return steps, np.array([_seed_values(r, steps) for r in records])
 
 
 def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
     groups: dict[tuple[str, str], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in loaded.records:
-        if r.status == "ok" and r.validation and (r.validation.get("curve") or {}).get("step"):
+        if r.status == "ok" and r.validation and ((r.validation.get("curve") or {}).get("step")
+                                                  or _dense(r)):
             groups[(r.profile, r.task)][r.scorer_label].append(r)
     profiles = defaultdict(set)
     for profile, task in groups:
@@ -79,6 +110,10 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
                 "mean": [b[0] for b in bands], "lo": [b[1] for b in bands],
                 "hi": [b[2] for b in bands], "final": _band(finals)[0],
             }
+            stops = [max(b["stop_step"] for b in _dense(r)) for r in recs if _dense(r)]
+            if stops:
+                entry["dense"] = True
+                entry["scorers"][label]["stop_step"] = float(np.median(stops))
         base = entry["scorers"].get(baseline)
         if base is not None and np.isfinite(base["mean"][-1]):
             final = base["mean"][-1]

@@ -26,10 +26,10 @@ from ..loading.choice import SELECTION_RULE
 from ..loading.records import RELEASES_SUBDIR, LoadedRecords, load_records_from
 from ..loading.schema import gzip_bytes, read_record_text
 from ..loading.selection import split_superseded
-from ..method import curves, tuning
+from ..method import convergence, curves, neighbours, tuning
 from ..method.aggregate import aggregate
 from ..method.board import FRAMES, Board
-from ..rendering import curves_section, markdown, plots, tuning_section
+from ..rendering import convergence_section, curves_section, markdown, plots, tuning_section
 from .changes_since import changes as changes_since
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -160,7 +160,8 @@ def write_release(board: Board, release_dir: Path) -> list[Path]:
                  if is_committed_plot(p.name)]
     readme = release_dir / "README.md"
     text = markdown.release_readme(board, [p for p in rel_plots if p not in rel_extra])
-    sections = [tuning_section.markdown(board.meta.get("tuning"), rel_extra),
+    sections = [convergence_section.markdown(board),
+                tuning_section.markdown(board.meta.get("tuning"), rel_extra),
                 curves_section.markdown(board.meta.get("curves"), rel_extra)]
     text = "\n".join([text.rstrip("\n"), *[s for s in sections if s]]) + "\n"
     readme.write_text(text, encoding="utf-8", newline="\n")
@@ -255,18 +256,24 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
     this). Without ``release``, the release is named by the date of its newest record; with
     ``earlier`` (an earlier release's results.json), ``meta.changes`` says what changed since
     (:mod:`leaderboard.publishing.changes_since`); ``tuning_rule`` is the tuning rule the release
-    checks each choice against (None: a release from before the check)."""
+    checks each choice against (None: a release from before the check). Records with stopping
+    blocks that carry a target add ``meta.convergence`` (level, speed, reliability) and
+    ``meta.neighbours`` (each verdict at the neighbouring rates); without them the meta is as
+    before, so every earlier release reproduces."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")
     current = replace(loaded, records=split_superseded(loaded.records)[0])
     extra = {"tuning": tuning.summary(current, tuning_rule),
-             "curves": curves.summary(current, baseline)}
+             "curves": curves.summary(current, baseline),
+             "convergence": convergence.summary(current)}
+    if extra["convergence"]:
+        extra["neighbours"] = neighbour_words(current, board, set(extra["convergence"]))
     if earlier is not None:
         now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
         extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline,
                                          now.get("claims"))
     extra = {key: value for key, value in extra.items() if value}
-    if extra:                 # tuning, learning curves and changes (leaderboard/method/tuning.py, ...)
+    if extra:       # tuning, learning curves, convergence, changes (leaderboard/method/tuning.py, ...)
         board = Board(meta={**board.meta, **extra},
                       **{name: getattr(board, name) for name in FRAMES})
     if release is None:
@@ -275,6 +282,21 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
             raise ReleaseError("the records carry no dates to name the release by; pass "
                                "--release NAME")
     return canonical(board.with_release(check_release_name(release)))
+
+
+def neighbour_words(loaded: LoadedRecords, board: Board, tasks: set[str]) -> dict:
+    """{task: {scorer: {metric: words}}}: whether each headline verdict against the baseline on
+    the tasks trained to convergence holds at the scorer's neighbouring learning rates
+    (:mod:`leaderboard.method.neighbours`)."""
+    signs = {"better": neighbours.BETTER, "worse": neighbours.WORSE}
+    verdicts = {(r["task"], r["scorer"], r["metric"]): signs[r["vs_baseline"]]
+                for r in board.rows.to_dict(orient="records")
+                if r["headline"] and r["task"] in tasks and r["vs_baseline"] in signs}
+    out: dict = {}
+    for (task, label, metric), result in sorted(neighbours.check(
+            loaded, verdicts, board.meta.get("baseline", "softmax")).items()):
+        out.setdefault(task, {}).setdefault(label, {})[metric] = neighbours.words(result)
+    return out
 
 
 def no_usable_records(results_dir: str | Path, loaded: LoadedRecords) -> str:

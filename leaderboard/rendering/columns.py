@@ -41,6 +41,13 @@ FIELDS = {
               f"{METHODS['seed_interval']} over the seed values (grey); the arrow after the "
               "metric says which direction is better. † = over surviving seeds only.", "ci",
               "ci_low", "ci_high", methods=("seed_interval",)),
+    Field("normalized", "normalized", f"The mean on the metric's {METHODS['anchors']} (0 = "
+          "floor, 1 = ceiling), unclipped: a value below 0 (worse than the trivial predictor or "
+          "chance) or above 1 is shown as it is, with its mark.", "num", methods=("anchors",)),
+    Field("ci_items_low", "items only", f"Given these trained models: the {METHODS['items_interval']}"
+          " of the mean over seeds, one item draw shared by the seeds evaluated on the same items;"
+          " how much the evaluation set alone moves the number.", "ci", "ci_items_low",
+          "ci_items_high", methods=("items_interval",)),
         Field("n", "n", "Seeds whose cell finished ok with a value; more is better.", "int"),
         Field("delta_vs_baseline", "Δ vs {baseline}", "Mean paired difference to the baseline "
               "on shared seeds; better/worse: corrected p ≤ α in the metric's direction and at "
@@ -51,6 +58,9 @@ FIELDS = {
               f"vs the baseline on the per-seed differences, {METHODS['family_correction']}-"
               "corrected across a profile's headline metrics; smaller = stronger evidence of a "
               "difference.", "p", methods=("paired_test",)),
+    Field("p_vs_baseline_bh", "p (BH)", f"p of the {METHODS['paired_test']} vs the baseline, "
+          f"{METHODS['metric_correction']}-corrected across the scorers compared on one metric.",
+          "p", methods=("paired_test",)),
         Field("p_signflip", "p sign-flip", f"p of the {METHODS['exact_test']} over per-seed "
               "differences (uncorrected); its smallest value is 2^(1-n), so at fewer than six seeds "
               "(0.0625 at five) it cannot reach α = 0.05 and is n/a.", "p",
@@ -96,6 +106,15 @@ FIELDS = {
               f"{METHODS['family_correction']}-corrected); "
               "1 = best, lower is better.", "rank", "rank_low", "rank_high",
               methods=("overall_headline_interval",)),
+    Field("poi_tasks", "P(better) per task", "The headline's value on each task: the "
+          "probability that a seed of this scorer beats one of the baseline's on that task.",
+          "text"),
+    Field("rank_without", "overall rank if a task is left out", "The scorer's rank by the "
+          "headline recomputed with each task left out in turn (not a rank on that task): an "
+          "overall that one task decides moves here.", "text"),
+    Field("outside_anchors", "outside [0, 1]", "Tasks where the scorer's normalized score lies "
+          f"outside its {METHODS['anchors']} (below the floor or above the ceiling), shown as they "
+          "are, with their mark.", "text", methods=("anchors",)),
         Field("n_tasks", "tasks", "Quality tasks in the score; a task whose cells all failed "
               "counts 0, n/a tasks do not count; a headline metric the scorer cannot report "
               "(n/a, named) is left out of its task score.", "int"),
@@ -143,29 +162,10 @@ CLAIM_FIELDS = _fields(
     Field("profile", "profile", "Suite profile the records come from.", "text"),
     Field("source", "source", "Where the claim is stated.", "text"),
 )
-# Columns only the markdown tables show (the page shows these numbers in other forms).
+# Columns only the markdown tables show.
 MARKDOWN_FIELDS = _fields(
-    Field("ci_items_low", "items only", f"Given these trained models: the {METHODS['items_interval']}"
-          " of the mean over seeds, one item draw shared by the seeds evaluated on the same items;"
-          " how much the evaluation set alone moves the number.", "ci", "ci_items_low",
-          "ci_items_high", methods=("items_interval",)),
-    Field("p_vs_baseline_bh", "p (BH)", f"p of the {METHODS['paired_test']} vs the baseline, "
-          f"{METHODS['metric_correction']}-corrected across the scorers compared on one metric.",
-          "p", methods=("paired_test",)),
-    Field("normalized", "normalized", f"The mean on the metric's {METHODS['anchors']} (0 = "
-          "floor, 1 = ceiling), unclipped: a value below 0 (worse than the trivial predictor or "
-          "chance) or above 1 is shown as it is, with its mark.", "num", methods=("anchors",)),
-    Field("rank_without", "overall rank if a task is left out", "The scorer's rank by the "
-          "headline recomputed with each task left out in turn (not a rank on that task): an "
-          "overall that one task decides moves here.", "text"),
-    Field("outside_anchors", "outside [0, 1]", "Tasks where the scorer's normalized score lies "
-          f"outside its {METHODS['anchors']} (below the floor or above the ceiling), shown as they "
-          "are, with their mark.", "text", methods=("anchors",)),
     Field("min_effect", "min effect", "The practical minimum effect the claim declared before "
           "any run; a significant effect smaller than this is not support.", "num"),
-    Field("poi_tasks", "P(better) per task", "The headline's value on each task: the "
-          "probability that a seed of this scorer beats one of the baseline's on that task.",
-          "text"),
 )
 
 

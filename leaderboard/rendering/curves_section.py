@@ -1,39 +1,56 @@
 """The learning curves of a release (``meta["curves"]``, :mod:`leaderboard.method.curves`) as
-plots, one per task, and as the README's table of final values and the step each scorer reaches
-the declared fraction of the baseline's final value."""
+plots, one per task, and as the README's table of final values, the step each scorer reaches
+the declared fraction of the baseline's final value and, on a dense curve, its median stop step."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+from matplotlib.lines import Line2D
 
-from .plots import log_x_plot, series_style
+from ..method.anchors import bounds
+from .plots import CAPTIONS, SCORER_STYLE, panel_plot
 
 
 def render(curves: dict | None, outdir: Path) -> list[Path]:
-    """``curves__<task>.png``: the validation metric against the training step (log axis), the
-    mean over seeds with its 95% band, one line per scorer."""
+    """``curves__<task>.png``: the validation metric against the training step, the mean over
+    seeds with its 95% band clipped to the metric's range, one panel per scorer with the baseline
+    in every panel; a dense curve (the stopping rule's, every few steps) on a linear axis with
+    each scorer's median stop step marked, the log-spaced one on a log axis."""
     paths = []
     for key, c in sorted((curves or {}).items()):
         if not c["scorers"]:
             continue
-        paths.append(log_x_plot(
-            outdir, "curves", key, lambda ax: _draw(ax, c), "training step",
-            f"{c['metric']} ({c['direction']} is better)",
-            f"{key}: validation metric during training (mean over seeds, 95% band)"))
+        low, high = bounds(c["metric"], c["direction"], None)
+        extra = []
+        if c["baseline_final"] is not None:
+            extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":",
+                                label=f"{c['reach']:g} of {c['baseline']}'s final"))
+        if c.get("dense"):
+            extra.append(Line2D([], [], color=SCORER_STYLE["color"], lw=0.8, ls="--",
+                                label="median stop step"))
+        paths.append(panel_plot(
+            outdir, "curves", key, list(c["scorers"]),
+            lambda ax, label, style: _draw(ax, c, label, style, low, high),
+            baseline=c["baseline"], xlabel="training step",
+            ylabel=f"{c['metric']} ({c['direction']} is better)",
+            title=f"{key}: validation metric during training (mean over seeds, 95% band)",
+            value_bounds=(low, high), log_x=not c.get("dense"), legend=tuple(extra)))
     return paths
 
 
-def _draw(ax, c: dict) -> None:
-    for i, (label, s) in enumerate(sorted(c["scorers"].items())):
-        style = series_style(i)
-        ax.plot(s["step"], s["mean"], lw=1.2, label=label, **style)
-        ax.fill_between(s["step"], s["lo"], s["hi"], color=style["color"], alpha=0.15, lw=0)
-    if c["baseline_final"] is not None:
+def _draw(ax, c: dict, label: str, style: dict, low: float, high: float) -> None:
+    s = c["scorers"][label]
+    ax.plot(s["step"], s["mean"], **style)
+    band = [np.clip(np.array(s[k], dtype=float), low, high) for k in ("lo", "hi")]
+    ax.fill_between(s["step"], *band, color=style["color"], alpha=0.15, lw=0,
+                    zorder=style["zorder"] - 1)
+    if s.get("stop_step") is not None:
+        ax.axvline(s["stop_step"], color=style["color"], lw=0.8, ls="--")
+    if c["baseline_final"] is not None and label == c["baseline"]:
         level = (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
                  else c["baseline_final"] / c["reach"])
-        ax.axhline(level, color="0.4", lw=0.8, ls=":",
-                   label=f"{c['reach']:g} of {c['baseline']}'s final")
+        ax.axhline(level, color="0.4", lw=0.8, ls=":")
 
 
 def _num(x) -> str:
@@ -48,19 +65,26 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
              "small validation subset (tasks/validation.py); below, per scorer, the final "
              "validation value (every validation item, mean over seeds) and the first of those "
              "steps at which the mean curve reaches the declared fraction of the baseline's "
-             "final curve value (– : never).", ""]
+             "final curve value (– : never)."
+             + (" A task trained to convergence shows instead the stopping rule's curve, "
+                "evaluated every few steps to the stop, a seed that stopped standing at its best "
+                "value after it, and each scorer's median stop step."
+                if any(c.get("dense") for c in curves.values()) else ""), ""]
     for key, c in sorted(curves.items()):
         rule = ("≥ {r:g} x" if c["direction"] == "higher" else "≤ 1/{r:g} x").format(r=c["reach"])
+        dense = c.get("dense")
         lines += [f"### {key} ({c['metric']}, {c['direction']} is better)", "",
                   f"| scorer | seeds | final {c['metric']} | first step {rule} "
-                  f"{c['baseline']}'s final |", "|---|---|---|---|"]
+                  f"{c['baseline']}'s final |" + (" median stop step |" if dense else ""),
+                  "|---|---|---|---|" + ("---|" if dense else "")]
         for label, s in sorted(c["scorers"].items()):
             step = s.get("reach_step")
             lines.append(f"| {label} | {s['seeds']} | {_num(s['final'])} | "
-                         f"{'–' if step is None else step} |")
+                         f"{'–' if step is None else step} |"
+                         + (f" {_num(s.get('stop_step'))} |" if dense else ""))
         lines.append("")
-        lines += [f"![{key}: learning curves]({p})\n\n*Learning curves of {key}: validation "
-                  f"{c['metric']} against training step, mean over seeds, one line per scorer.*"
+        lines += [f"![{key}: learning curves]({p})\n\n"
+                  f"*{CAPTIONS['curves'].format(task=key, metric=c['metric'])}*"
                   for p in plots if Path(p).name.startswith("curves__" + key.replace("/", "-"))]
         lines.append("")
     return "\n".join(lines)

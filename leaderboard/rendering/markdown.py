@@ -13,6 +13,7 @@ from ..loading.schema import TRACKS
 from ..method.board import DESCRIPTIVE_TRACKS
 from . import notes, summary
 from .columns import CLAIM_FIELDS, DETAIL_MAX_SCORERS, FIELDS, MARKDOWN_FIELDS, shown_rows
+from .plots import CAPTIONS
 from .text import (TRACK_TITLES, cell_text, claim_verdict_text, delta_text, failed_text,
                    failures_text, interval, joined, mean_text, missing, normalized_text, num,
                    outside_text, poi_tasks_text, poi_text, pval, rank_without_text, score_text,
@@ -350,11 +351,10 @@ def plot_caption(path: str) -> str:
     name = path.rsplit("/", 1)[-1].removesuffix(".png")
     kind, _, rest = name.partition("__")
     if kind == "normalized":
-        return (f"*Normalized headline scores of profile {rest}, scorer by task (colour: 1 = "
-                "best, 0 = worst); the numbers are in the tables above.*")
+        return f"*{CAPTIONS['normalized'].format(profile=rest)}*"
     if kind == "curves":
         return (f"*Learning curves of {rest}: validation metric against training step, mean over "
-                "seeds, one line per scorer.*")
+                "seeds, one panel per scorer with the baseline in every panel.*")
     return f"*{name}*"
 
 

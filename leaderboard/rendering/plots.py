@@ -4,8 +4,13 @@ state).
 - ``grid__<profile>__<task>__<grid>.png``: the grid (e.g. OOD error over length x sigma) averaged
   over seeds, one panel per scorer, one colour scale for all panels (log when all values are
   positive and span more than two decades).
-- ``bars__<profile>__<task>__<metric>.png``: mean and 95% CI per scorer, coloured by tier.
-- ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores.
+- ``bars__<profile>__<task>__<metric>.png``: mean and 95% CI per scorer, coloured by tier (one
+  hue, dark to light: :mod:`.palette`), the baseline's mean dashed; points, not bars from zero,
+  for a metric whose range does not start at zero (a perplexity).
+- small multiples (:func:`panel_plot`): one panel per scorer with the baseline in every panel,
+  the tuning sensitivity and the learning curves (``tuning_section``, ``curves_section``).
+- ``normalized__<profile>.png``: scorer x task heatmap of the normalized headline scores on the
+  tasks' fixed anchors, coloured clipped to [0, 1], written unclipped (▽ below 0, △ above 1).
 - ``cost__<cost task>__<metric>__<profile>.png``: quality score against a cost metric (log axis
   when every cost is positive), every point named, labels kept apart with leader lines.
 - from ``bench_scorers`` records (``scorebench bench scorers --lengths``): forward+backward time
@@ -27,8 +32,29 @@ import pandas as pd
 from matplotlib import colors as mcolors
 from matplotlib import ticker as mticker
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from ..method.anchors import bounds
+from .palette import tier_colour
+from .text import outside_mark
 
 DPI = 100
+# What a plot shows, as its caption says it on the page and in the README.
+CAPTIONS = {
+    "tuning": ("{task}: the validation metric against the learning rate, mean over the tuning "
+               "seeds (the best over the other swept settings at each rate), one panel per "
+               "scorer with the baseline in grey in every panel; a star marks the chosen rate."),
+    "curves": ("{task}: the validation metric {metric} during training, mean over seeds with its "
+               "95% t band clipped to the metric's range, one panel per scorer with the baseline "
+               "in grey in every panel."),
+    "bars": ("{task} · {metric}: mean and 95% CI per scorer, coloured by tier (darker = better "
+             "tier), the baseline's mean dashed ({better} is better), profile {profile}."),
+    "normalized": ("Normalized headline score of every scorer on every task, profile {profile}: "
+                   "the mean over seeds on the task's fixed anchors (0 = its floor, chance or "
+                   "the trivial predictor; 1 = its ceiling, perfect). The colour is clipped to "
+                   "[0, 1], as the overall clips a task score; the numbers are unclipped, ▽ "
+                   "below 0, △ above 1."),
+}
 PNG_METADATA = {"Software": None}
 MAX_TICKS = 6
 
@@ -47,34 +73,68 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", dpi=DPI, metadata=PNG_METADATA)
 
 
-def log_x_ticks(ax) -> None:
+def log_x_ticks(ax, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
     """A log x axis labelled at 1, 2 and 5 times each power of ten, in plain numbers (the minor
     labels of a short span overlap)."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_locator(mticker.LogLocator(subs=subs))
     ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(mticker.NullFormatter())
 
 
-def series_style(i: int) -> dict:
-    """Colour and line style of the ``i``-th line of a plot: ten colours, then dashed again."""
-    return {"color": f"C{i % 10}", "ls": "-" if i < 10 else "--"}
+# A panel's own scorer, and the baseline drawn under it in every panel.
+SCORER_STYLE = {"color": "#1f5fa8", "lw": 1.4, "zorder": 3}
+BASELINE_STYLE = {"color": "#9a9a9a", "lw": 1.0, "zorder": 2}
+PANEL_COLUMNS = 4
 
 
-def log_x_plot(outdir: Path, kind: str, key: str, draw: Callable[[Any], None], xlabel: str,
-               ylabel: str, title: str) -> Path:
-    """One plot of lines against a log-scaled x, ``<kind>__<key>.png`` in ``outdir``: ``draw(ax)``
-    draws the lines; labels, legend and grid follow."""
-    fig = Figure(figsize=(7.0, 4.2))
-    ax = fig.add_subplot(1, 1, 1)
-    draw(ax)
+def within(ax, low: float, high: float, axis: str = "y") -> None:
+    """Keep an axis's limits inside [low, high], with a margin of 3% of the span shown so that
+    a point on a bound stays visible."""
+    get, set_ = (ax.get_ylim, ax.set_ylim) if axis == "y" else (ax.get_xlim, ax.set_xlim)
+    lo, hi = get()
+    lo, hi = max(lo, low), min(hi, high)
+    pad = 0.03 * (hi - lo)
+    set_(lo - pad if lo == low else lo, hi + pad if hi == high else hi)
+
+
+def panel_plot(outdir: Path, kind: str, key: str, labels: list[str],
+               draw: Callable[[Any, str, dict], None], *, baseline: str, xlabel: str,
+               ylabel: str, title: str, value_bounds: tuple[float, float] = (-math.inf, math.inf),
+               log_x: bool = True, legend: tuple = ()) -> Path:
+    """Small multiples, ``<kind>__<key>.png`` in ``outdir``: one panel per label (the baseline
+    first), ``draw(ax, label, style)`` drawing a label's series; every other panel draws the
+    baseline under its own scorer. Shared axes, the y axis inside ``value_bounds``, the legend
+    (the two styles and ``legend``'s extra handles) above the panels, outside them."""
+    labels = sorted(labels, key=lambda s: (s != baseline, s))
+    ncols = min(PANEL_COLUMNS, len(labels))
+    nrows = math.ceil(len(labels) / ncols)
+    width, height = max(2.9 * ncols + 0.9, 8.0), 2.0 * nrows + 1.5   # room for the legend
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.65 / height,
+                        top=1 - 1.0 / height, wspace=0.1, hspace=0.45)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True).ravel()
+    for ax, label in zip(axes, labels):
+        if label != baseline and baseline in labels:
+            draw(ax, baseline, BASELINE_STYLE)
+        draw(ax, label, SCORER_STYLE)
+        ax.set_title(label, fontsize=8, pad=3)
+        ax.grid(True, lw=0.3, alpha=0.5)
+        ax.tick_params(labelsize=7, labelbottom=True)
+    for ax in axes[len(labels):]:
+        ax.set_axis_off()
+    if log_x:
+        log_x_ticks(axes[0], subs=(1.0,))
+    within(axes[0], *value_bounds)
+    handles = [Line2D([], [], **SCORER_STYLE, label="the panel's scorer"),
+               Line2D([], [], **BASELINE_STYLE, label=f"{baseline} (in every panel)"),
+               *legend]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, 1 - 0.42 / height))
+    fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    fig.supxlabel(xlabel, fontsize=9, y=0.08 / height, va="bottom")
+    fig.supylabel(ylabel, fontsize=9, x=0.08 / width, ha="left")
     path = Path(outdir) / f"{safe_name(kind, key)}.png"
-    log_x_ticks(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="best", ncol=2)
-    ax.grid(True, lw=0.3, alpha=0.5)
     _save(fig, path)
     return path
 
@@ -146,17 +206,14 @@ def grid_plots(board, outdir: Path) -> list[Path]:
     return paths
 
 
-def _tier_colors(tiers: list) -> list:
-    known = sorted({t for t in tiers if t is not None})
-    cmap = mcolors.ListedColormap(["#1b9e77", "#7570b3", "#d95f02", "#e7298a", "#66a61e",
-                                   "#e6ab02", "#a6761d"])
-    position = {t: i for i, t in enumerate(known)}
-    return [cmap(position[t] % cmap.N) if t in position else "#999999" for t in tiers]
-
-
 def bar_plots(board, outdir: Path) -> list[Path]:
+    """Per headline metric: each scorer's mean with its 95% CI, coloured by tier (one hue, dark
+    to light), the baseline's mean a dashed line; bars from the metric's zero, or points with
+    their intervals for a metric on a log scale or whose range does not start at zero (a
+    perplexity)."""
     rows = [r for r in board.rows.to_dict(orient="records") if r["headline"] and r["n"]]
     keys = sorted({(r["profile"], r["task"], r["metric"]) for r in rows})
+    baseline = getattr(board, "meta", {}).get("baseline", "softmax")
     paths = []
     for profile, task, metric in keys:
         sel = [r for r in rows if (r["profile"], r["task"], r["metric"]) == (profile, task, metric)]
@@ -167,32 +224,58 @@ def bar_plots(board, outdir: Path) -> list[Path]:
                                                        sel[i]["scorer"]))
         sel, tiers = [sel[i] for i in order], [tiers[i] for i in order]
         means = np.array([r["mean"] for r in sel], dtype=np.float64)
-        lo = np.array([r["ci_low"] for r in sel], dtype=np.float64)
-        hi = np.array([r["ci_high"] for r in sel], dtype=np.float64)
+        lo = np.array([_nan(r["ci_low"]) for r in sel], dtype=np.float64)
+        hi = np.array([_nan(r["ci_high"]) for r in sel], dtype=np.float64)
         err = np.vstack([np.where(np.isnan(lo), 0, means - lo),
                          np.where(np.isnan(hi), 0, hi - means)])
         labels = [f"{r['scorer']} (tier {t})" if t is not None else f"{r['scorer']} (no tier)"
                   for r, t in zip(sel, tiers)]
-        fig = Figure(figsize=(7.0, 0.3 * len(sel) + 1.2), dpi=DPI)
-        _margins(fig, max(map(len, labels)))
+        low, high = bounds(metric, sel[0]["direction"], None)
+        points = bool(_opt(sel[0].get("log_scale"))) or low > 0
+        fig = Figure(figsize=(7.0, 0.3 * len(sel) + 1.4), dpi=DPI)
+        _margins(fig, max(map(len, labels)), bottom_in=0.7)
         ax = fig.subplots()
         y = np.arange(len(sel))
-        bars = ax.barh(y, means, xerr=err, color=_tier_colors(tiers), ecolor="black", capsize=3)
+        colours = [tier_colour(t) for t in tiers]
         hatched = False
-        for bar, r in zip(bars, sel):
-            if _opt(r["survivors_only"]):
-                bar.set_hatch("//")
-                hatched = True
+        if points:
+            survivors = [bool(_opt(r["survivors_only"])) for r in sel]
+            hatched = any(survivors)
+            ax.errorbar(means, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
+            ax.scatter(means, y, c=["white" if s else c for s, c in zip(survivors, colours)],
+                       s=36, zorder=3, edgecolors=colours, linewidths=1.2)
+        else:
+            bars = ax.barh(y, means, xerr=err, color=colours, ecolor="black", capsize=3)
+            for bar, r in zip(bars, sel):
+                if _opt(r["survivors_only"]):
+                    bar.set_hatch("//")
+                    hatched = True
+        base = next((r["mean"] for r in sel if r["scorer"] == baseline), None)
+        if base is not None:
+            ax.axvline(base, color=BASELINE_STYLE["color"], ls="--", lw=1, zorder=1)
         ax.set_yticks(y, labels, fontsize=8)
+        for tick, r in zip(ax.get_yticklabels(), sel):
+            if r["scorer"] == baseline:
+                tick.set_fontweight("bold")
         ax.invert_yaxis()
+        if points and bool(_opt(sel[0].get("log_scale"))) and np.all(means > 0):
+            log_x_ticks(ax)
+        within(ax, low, high, "x")
         arrow = "lower is better" if sel[0]["direction"] == "lower" else "higher is better"
-        ax.set_xlabel(f"{metric} ({arrow}); bars: mean, whiskers: 95% CI"
-                      + (", hatched: survivors only" if hatched else ""), fontsize=8)
-        ax.set_title(f"{task} [{profile}]", fontsize=10)
+        shape = "points: mean" if points else "bars: mean"
+        ax.set_xlabel(f"{metric} ({arrow})\n{shape}, whiskers: 95% CI"
+                      + (f", dashed: {baseline}" if base is not None else "")
+                      + (f", {'hollow' if points else 'hatched'}: survivors only" if hatched
+                         else ""), fontsize=8)
+        ax.set_title(f"{task} [{profile}]: colour = tier, darker is better", fontsize=10)
         path = outdir / f"{safe_name('bars', profile, task, metric)}.png"
         _save(fig, path)
         paths.append(path)
     return paths
+
+
+def _nan(x) -> float:
+    return np.nan if _opt(x) is None else float(x)
 
 
 def normalized_plots(board, outdir: Path) -> list[Path]:
@@ -204,8 +287,12 @@ def normalized_plots(board, outdir: Path) -> list[Path]:
         tasks = sorted({r["task"] for r in sel})
         scorers = sorted({r["scorer"] for r in sel}, key=lambda s: (order.get(s, math.inf), s))
         matrix = np.full((len(scorers), len(tasks)), np.nan)
+        raw = np.full((len(scorers), len(tasks)), np.nan)
         for r in sel:
-            matrix[scorers.index(r["scorer"]), tasks.index(r["task"])] = r["score"]
+            i, j = scorers.index(r["scorer"]), tasks.index(r["task"])
+            matrix[i, j] = r["score"]
+            unclipped = _opt(r.get("score_unclipped"))
+            raw[i, j] = r["score"] if unclipped is None else unclipped
         left_chars = max(map(len, scorers))
         width = 1.1 * len(tasks) + 0.25 + 0.065 * left_chars + 1.3
         fig = Figure(figsize=(max(width, 4.0), 0.3 * len(scorers) + 1.6), dpi=DPI)
@@ -218,11 +305,13 @@ def normalized_plots(board, outdir: Path) -> list[Path]:
                           aspect="auto", interpolation="nearest")
         for i in range(len(scorers)):
             for j in range(len(tasks)):
-                if np.isfinite(matrix[i, j]):
-                    ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7)
+                if np.isfinite(raw[i, j]):
+                    mark = outside_mark(raw[i, j])
+                    ax.text(j, i, f"{raw[i, j]:.2f}" + (f" {mark}" if mark else ""),
+                            ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(scorers)), scorers, fontsize=8)
-        fig.colorbar(image, cax=cax).set_label("normalized score\n(1 = best, 0 = worst)",
+        fig.colorbar(image, cax=cax).set_label("normalized score\n(0 = floor, 1 = ceiling)",
                                                fontsize=8)
         ax.set_title(f"normalized headline scores [{profile}]", fontsize=10)
         path = outdir / f"{safe_name('normalized', profile)}.png"

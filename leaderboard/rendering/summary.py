@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
-from .text import missing
-
-MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
-NO_VERDICT = "·"
+from .text import NO_VERDICT, missing, verdict_mark
 
 
 def _records(frame) -> list[dict]:
@@ -133,7 +130,7 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
             elif r["scorer"] == baseline:
                 cells.append(f"{row['mean']:.3g}")
             else:
-                cells.append(f"{row['mean']:.3g} {MARKS.get(row['vs_baseline'], NO_VERDICT)}")
+                cells.append(f"{row['mean']:.3g} {verdict_mark(row)}")
         lines.append("| " + " | ".join([rank, scorer, poi] + cells) + " |")
     metric_names = ", ".join(f"{t}: {heads[(profile, t)]}" for t in tasks)
     lines += ["", f"Bold: tier 1 of the headline. Task columns: the mean of the task's first "

@@ -18,6 +18,16 @@ TRACK_TITLES = {"icl": "In-context learning (ICL)", "decoder": "Decoder LM",
 BELOW_FLOOR = "▽"
 ABOVE_CEILING = "△"
 NOT_LEARNED = "‡"
+# A row's verdict against the baseline as one mark (the front page's task columns, the page's
+# headline matrices): better, worse, uninformative; anything else is no verdict.
+VERDICT_MARKS = {"better": "▲", "worse": "▼", "uninformative": "–"}
+NO_VERDICT = "·"
+VERDICT_WORDS = {
+    VERDICT_MARKS["better"]: "significantly better than the baseline by at least the minimum "
+                             "effect",
+    VERDICT_MARKS["worse"]: "significantly worse than the baseline by at least the minimum effect",
+    VERDICT_MARKS["uninformative"]: "uninformative at this profile",
+    NO_VERDICT: "no verdict (not significant, a tie or within resolution)"}
 
 
 def missing(x: Any) -> bool:
@@ -75,6 +85,11 @@ def mean_text(row: dict) -> str:
     if not missing(row["ci_low"]):
         text += " " + interval(row["ci_low"], row["ci_high"])
     return text + (" †" if row["survivors_only"] else "")
+
+
+def verdict_mark(row: dict) -> str:
+    """A row's mark against the baseline: ▲ better, ▼ worse, – uninformative, · no verdict."""
+    return VERDICT_MARKS.get(row.get("vs_baseline"), NO_VERDICT)
 
 
 def tier_text(row: dict) -> str:

@@ -1,17 +1,20 @@
 """The tuning protocol of a release (``meta["tuning"]``, :mod:`leaderboard.method.tuning`) drawn and
-tabulated: per task, the validation metric against the learning rate, one line per scorer (the
-best value over the other axes at each rate; a failed point is a gap); the README's method
-paragraph (the protocol and its cost in cells) and its table of chosen points."""
+tabulated: per task, the validation metric against the learning rate, one panel per scorer with
+the baseline in every panel (the best value over the other axes at each rate; a failed point is a
+gap); the README's method paragraph (the protocol and its cost in cells) and its table of chosen
+points."""
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from ..loading.choice import point_label, rate_of
+from ..method.anchors import bounds
 from ..method.tuning import RATE_KEY, RATE_KEYS, point_key
-from .plots import log_x_plot, series_style
+from .plots import CAPTIONS, SCORER_STYLE, panel_plot
 
 
 def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
@@ -32,29 +35,33 @@ def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
     return out
 
 
-def render(tuning: dict | None, outdir: Path) -> list[Path]:
-    """``tuning__<task>.png``: validation metric against learning rate, one line per scorer, the
-    chosen rate marked."""
+def render(tuning: dict | None, outdir: Path, baseline: str = "softmax") -> list[Path]:
+    """``tuning__<task>.png``: validation metric against learning rate, one panel per scorer
+    with the baseline in every panel, each scorer's chosen rate starred."""
     paths = []
     for task, t in sorted((tuning or {}).items()):
         lines = rate_lines(t)
         if not any(rates for rates, _ in lines.values()):
             continue
-        paths.append(log_x_plot(
-            outdir, "tuning", task, lambda ax: _draw(ax, t, lines),
-            "learning rate", f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
-            f"{task}: validation metric against learning rate (star: chosen)"))
+        star = Line2D([], [], color=SCORER_STYLE["color"], marker="*", ms=10, ls="none",
+                      label="chosen rate")
+        paths.append(panel_plot(
+            outdir, "tuning", task, list(lines), lambda ax, label, style: _draw(
+                ax, t, label, *lines[label], style), baseline=baseline,
+            xlabel="learning rate",
+            ylabel=f"{t['metric']} ({t['direction']} is better), mean over tuning seeds",
+            title=f"{task}: validation metric against learning rate",
+            value_bounds=bounds(t["metric"], t["direction"], None), legend=(star,)))
     return paths
 
 
-def _draw(ax, t: dict, lines: dict) -> None:
-    for i, (label, (rates, values)) in enumerate(sorted(lines.items())):
-        y = [np.nan if v is None else v for v in values]
-        (line,) = ax.plot(rates, y, marker="o", ms=3, lw=1.2, label=label, **series_style(i))
-        chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
-        if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
-            ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=11,
-                    color=line.get_color())
+def _draw(ax, t: dict, label: str, rates: list, values: list, style: dict) -> None:
+    y = [np.nan if v is None else v for v in values]
+    ax.plot(rates, y, marker="o", ms=3, **style)
+    chosen = (t["scorers"][label].get("chosen") or {}).get(RATE_KEY)
+    if chosen is not None and chosen in rates and values[rates.index(chosen)] is not None:
+        ax.plot([chosen], [values[rates.index(chosen)]], marker="*", ms=10, ls="none",
+                color=style["color"], zorder=style["zorder"] + 1)
 
 
 def _value(x) -> str:
@@ -142,6 +149,7 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
                          f"{ok} / {failed} | {learned} |")
         lines.append("")
         mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
-        lines += [f"![{task}: validation metric against learning rate]({p})" for p in mine]
+        lines += [f"![{task}: validation metric against learning rate]({p})\n\n"
+                  f"*{CAPTIONS['tuning'].format(task=task)}*" for p in mine]
         lines += [""] if mine else []
     return "\n".join(lines)

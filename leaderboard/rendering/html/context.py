@@ -45,7 +45,7 @@ class PageData:
         if info:
             title = " · ".join(str(x) for x in (info.get("family"), info.get("description"))
                                if x)
-        return tag("td", label, class_="scorer", title=title or None)
+        return tag("td", tag("span", label, class_="name"), class_="scorer", title=title or None)
 
     def scorer_column(self, frame: str = "rows") -> Column:
         f = self.field(frame, "scorer")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..columns import FIELDS
 from ..notes import outside_overall, overall_notes
-from ..text import failed_text, tasks_text
+from ..palette import tier_class
+from ..text import failed_text, outside_text, poi_tasks_text, rank_without_text, tasks_text
 from .context import PageData
 from .markup import Markup, concat, tag
 from .tables import (Column, extra_fields, field_column, num_cell, order_text, provenance_cell,
-                     row_order, table)
+                     row_order, table, text_cell)
 
 
 def overall_columns(page: PageData, rows: list[dict], order: str | None = None) -> list[Column]:
@@ -19,8 +20,12 @@ def overall_columns(page: PageData, rows: list[dict], order: str | None = None) 
         page.scorer_column("overall"),
         field_column(f("poi"), rows, sort="descending" if order == "value" else None),
         field_column(f("score"), rows),
-        field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
+        field_column(f("tier"), rows, sort="ascending" if order == "tier" else None,
+                     shade=lambda d: tier_class(d.get("tier"))),
         field_column(f("rank_low"), rows),
+        *(Column(f(key).label, text_cell(text), False, f(key).title) for key, text in (
+            ("poi_tasks", poi_tasks_text), ("rank_without", rank_without_text),
+            ("outside_anchors", outside_text))),
         Column(f("n_tasks").label, num_cell(tasks_text, lambda r: r["n_tasks"]), True,
                f("n_tasks").title),
         field_column(f("tier1_tasks"), rows),
@@ -42,9 +47,7 @@ def overall_tab(page: PageData) -> Markup:
     intro = "One row per scorer and profile. "
     if "tier" in orders.values():
         intro += ("Rows are ordered by tier (tier 1 first), then by the headline within a tier. ")
-    parts = [tag("h2", "Overall"), page.field_legend(
-        "overall", keys, [("highlighted row", "Tier 1.")],
-        intro + "Click a header to sort; hover a header for its meaning.")]
+    parts = [tag("h2", "Overall")]
     if not rows:
         parts.append(tag("p", "No quality-track records in this release.", class_="empty"))
     for profile in profiles:
@@ -55,4 +58,9 @@ def overall_tab(page: PageData) -> Markup:
     outside = outside_overall(page.board) + overall_notes(page.board)
     if outside:
         parts.append(tag("ul", concat(tag("li", line) for line in outside), class_="meta"))
+    # The legend follows the tables, so that the first screen holds the answer.
+    parts.append(page.field_legend(
+        "overall", keys, [("highlighted row", "Tier 1."),
+                          ("shaded tier", "The darker, the better the tier (tier 1 darkest).")],
+        intro + "Click a header to sort; hover a header for its meaning."))
     return tag("section", concat(parts), id="overall", class_="tab")

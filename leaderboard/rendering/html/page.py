@@ -8,6 +8,8 @@ from string import Template
 from typing import Any
 
 from ...loading.schema import TRACKS
+from ..palette import tier_css
+from ..summary import sentences
 from ..text import joined, short_shas
 from .claims import claims_tab
 from .context import PageData
@@ -37,13 +39,14 @@ def render(page: PageData) -> str:
     template = Template(_static("page.html"))
     return template.substitute(
         title=esc(f"scorebench leaderboard: {page.meta['release']}"),
-        style=_static("leaderboard.css"), script=_static("leaderboard.js"),
+        style=_static("leaderboard.css") + tier_css(), script=_static("leaderboard.js"),
         header=header(page), nav=nav + "\n", main=main + "\n",
         footer=esc("Rendered by scorebench from results.json.gz, the same data as README.md."))
 
 
 def header(page: PageData) -> Markup:
-    """The title, the release selector, the scorer filter and the release's provenance."""
+    """The title, the release's answer in sentences (the front page's), the release selector,
+    the scorer filter, and the release's provenance and files folded below them."""
     m = page.meta
     options = concat(tag("option", name, value=href, selected=name == m["release"])
                      for name, href, _ in page.releases)
@@ -66,10 +69,16 @@ def header(page: PageData) -> Markup:
     ]
     files = concat((tag("a", name, href=name) for name in
                     ("README.md", "results.json.gz", "results.csv", "overall.csv")), ", ")
-    return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), controls,
-                   tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
-                   tag("p", "Files: ", files, " (README.md describes the method)."),
-                   "\n"])
+    answer = tag("ul", concat(tag("li", line) for line in sentences(page.board)),
+                 class_="summary")
+    about = tag("details", tag("summary", f"Records, dates, harness, hardware, files: "
+                                          f"{m['n_used']} records, {m['date_first']} to "
+                                          f"{m['date_last']}, baseline {m['baseline']}"),
+                tag("ul", concat(tag("li", line) for line in lines), class_="meta"),
+                tag("p", "Files: ", files, " (README.md describes the method)."),
+                class_="about")
+    return concat([tag("h1", f"scorebench leaderboard: {m['release']}"), answer, controls,
+                   about, "\n"])
 
 
 def _static(name: str) -> str:

@@ -3,7 +3,7 @@ shows."""
 from __future__ import annotations
 
 from ...loading.schema import TRACKS
-from ..plots import safe_name
+from ..plots import CAPTIONS, safe_name
 from ..text import TRACK_TITLES
 from .context import PageData
 from .markup import Markup, concat, tag, void
@@ -15,20 +15,23 @@ def plot_captions(page: PageData) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     profiles = sorted({r["profile"] for r in page.overall_rows})
     for p in profiles:
-        out[safe_name("normalized", p)] = (
-            "overall", f"Normalized headline score of every scorer on every task, profile "
-                       f"{p} (1 = best scorer of the task, 0 = worst).")
+        out[safe_name("normalized", p)] = ("overall", CAPTIONS["normalized"].format(profile=p))
     for r in page.rows:
         p, t, m = r["profile"], r["task"], r["metric"]
-        out[safe_name("bars", p, t, m)] = (
-            r["track"], f"{t} · {m}: mean and 95% CI per scorer, coloured by tier "
-                        f"({better(r['direction'])} is better), profile {p}.")
+        out[safe_name("bars", p, t, m)] = (r["track"], CAPTIONS["bars"].format(
+            task=t, metric=m, better=better(r["direction"]), profile=p))
         if r["track"] == "cost":
             for q in profiles:
                 out[safe_name("cost", t, m, q)] = (
                     "cost", f"Overall quality score (profile {q}, higher is better) against "
                             f"{t} · {m} ({better(r['direction'])} is better), log axis.")
     track_of = {r["task"]: r["track"] for r in page.rows}
+    for task in page.meta.get("tuning") or {}:
+        out[safe_name("tuning", task)] = (track_of.get(task, "other"),
+                                          CAPTIONS["tuning"].format(task=task))
+    for key, c in (page.meta.get("curves") or {}).items():
+        out[safe_name("curves", key)] = (track_of.get(key.rsplit("/", 1)[-1], "other"),
+                                         CAPTIONS["curves"].format(task=key, metric=c["metric"]))
     for g in page.data.get("grids", []):
         p, t, name = g["profile"], g["task"], g["grid"]
         out[safe_name("grid", p, t, name)] = (
@@ -41,7 +44,10 @@ def plots_tab(page: PageData) -> Markup:
     """The Plots tab: every plot of the release, grouped by track, with its caption."""
     parts = [tag("h2", "Plots"), legend([
         ("normalized", "Heat map of the normalized headline scores behind the overall."),
-        ("bars", "Mean (bar) and 95% CI (whiskers) per scorer, coloured by tier."),
+        ("bars", "Mean (bar, or point where the metric's range does not start at zero) and "
+                 "95% CI (whiskers) per scorer, coloured by tier (darker = better tier); the "
+                 "baseline's mean dashed."),
+        ("tuning, curves", "One panel per scorer, the baseline in grey in every panel."),
         ("grids", "A task's grid of results (e.g. error over length and noise), one panel "
                   "per scorer, one colour scale."),
         ("cost", "Overall quality against a cost metric (log axis)."),

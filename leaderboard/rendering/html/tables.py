@@ -14,7 +14,8 @@ from .markup import Markup, concat, tag
 NOT_EXTRA = {
     "rows": {"task_version", "scorer_version", "std", "n_items", "n_cells", "n_ok", "n_failed",
              "n_skipped", "n_null", "p_vs_baseline", "n_paired", "ci_low", "ci_high",
-             "rank_high"},
+             "rank_high", "ci_items_high", "n_na", "floor", "ceiling", "min_effect",
+             "sd_paired", "detectable_vs_baseline"},
     "overall": {"ci_low", "ci_high", "poi_low", "poi_high", "rank_high", "tasks_failed",
                 "tasks_skipped", "n_cells"},
     "claims": {"ci_low", "ci_high"},
@@ -125,9 +126,11 @@ def legend(items: Iterable[tuple[str, str]], intro: str | None = None,
 
 def field_column(field: Field, rows: list[dict], label: str | None = None,
                  title: str | None = None, get: Callable[[dict], dict | None] = lambda r: r,
-                 **kwargs) -> Column:
+                 mark: Callable[[dict], Markup | None] = lambda d: None,
+                 shade: Callable[[dict], str | None] = lambda d: None, **kwargs) -> Column:
     """The column of a numeric :class:`Field` over ``rows`` (``get`` picks the dict the field is
-    read from; None gives an empty cell), with one number format for the whole column."""
+    read from; None gives an empty cell), with one number format for the whole column; ``mark``
+    adds markup after a cell's value and ``shade`` its classes, both from that dict."""
     src = [d for d in map(get, rows) if d is not None]
     values = [d.get(field.key) for d in src]
     widths = ([None if missing(d.get(field.lo)) or missing(d.get(field.hi))
@@ -165,7 +168,10 @@ def field_column(field: Field, rows: list[dict], label: str | None = None,
         d = get(r)
         if d is None:
             return tag("td", "—", class_="num none", data_sort="")
-        return tag("td", text(d), class_="num", data_sort=sort_key(d.get(field.key)))
+        extra = mark(d)
+        return tag("td", concat([text(d), extra], " ") if extra else text(d),
+                   class_=" ".join(filter(None, ["num", shade(d)])),
+                   data_sort=sort_key(d.get(field.key)))
 
     return Column(label or field.label, cell, True, title or field.title, **kwargs)
 

@@ -5,16 +5,32 @@ from __future__ import annotations
 import json
 
 from ...method.board import DESCRIPTIVE_TRACKS
+from .. import convergence_section
 from ..columns import FIELDS, shown_rows
 from ..notes import track_notes
-from ..text import TRACK_TITLES, failures_text, missing, number_format
+from ..palette import tier_class
+from ..text import (NO_VERDICT, TRACK_TITLES, VERDICT_MARKS, VERDICT_WORDS, failures_text,
+                    missing, normalized_text, number_format, verdict_mark)
 from .context import PageData
 from .markup import Markup, concat, slug, tag
 from .tables import (Column, arrow, better, extra_fields, field_column, num_cell, order_text,
-                     provenance_cell, row_order, table)
+                     provenance_cell, row_order, table, text_cell)
 
-HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey); {better} "
-                  "is better.")
+HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey) and its mark "
+                  "against the baseline; {better} is better. Shading: the tier; outlined: the "
+                  "best mean of the column.")
+MATRIX_LEGEND = [
+    (f"{VERDICT_MARKS['better']} / {VERDICT_MARKS['worse']}",
+     f"After a mean: {VERDICT_WORDS[VERDICT_MARKS['better']]} / worse (the same marks as the "
+     "front page)."),
+    (NO_VERDICT, f"After a mean: {VERDICT_WORDS[NO_VERDICT]}."),
+    (VERDICT_MARKS["uninformative"], f"After a mean: "
+     f"{VERDICT_WORDS[VERDICT_MARKS['uninformative']]} (the baseline does not clearly beat the "
+     "task's trivial predictor)."),
+    ("shading", "The scorer's tier on that metric: the darker, the better the tier (tier 1 "
+     "darkest); no shading, no tier."),
+    ("outlined, bold", "The best mean of the column (none where the metric is uninformative)."),
+]
 
 
 def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) -> list[Column]:
@@ -43,14 +59,29 @@ def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) 
         return text + (f" ({r['vs_baseline']})" if r.get("vs_baseline") else "")
 
     known = FIELDS["rows"]
+    norm, items = f("normalized"), f("ci_items_low")
+    spans = number_format([x for r in rows for x in (r.get("ci_items_low"),
+                                                      r.get("ci_items_high"))],
+                          [None if missing(r.get("ci_items_low")) else
+                           r["ci_items_high"] - r["ci_items_low"] for r in rows])
+
+    def items_text(r):
+        lo, hi = r.get("ci_items_low"), r.get("ci_items_high")
+        return "n/a" if missing(lo) or missing(hi) else f"[{spans(lo)}, {spans(hi)}]"
+
     return [
         page.scorer_column(),
         field_column(f("mean"), rows, sort=None if order != "value" else (
             "descending" if rows[0]["direction"] != "lower" else "ascending")),
+        Column(norm.label, num_cell(normalized_text, lambda r: r.get("normalized")), True,
+               norm.title),
+        Column(items.label, num_cell(items_text, lambda r: r.get("ci_items_low")), True,
+               items.title),
         field_column(f("n"), rows),
         Column(delta.label, num_cell(delta_text, lambda r: r["delta_vs_baseline"]), True,
                delta.title),
         field_column(f("p_vs_baseline_holm"), rows),
+        field_column(f("p_vs_baseline_bh"), rows),
         field_column(f("p_signflip"), rows),
         field_column(f("tier"), rows, sort="ascending" if order == "tier" else None),
         field_column(f("rank_low"), rows),
@@ -87,8 +118,23 @@ def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows:
     mean = page.field("rows", "mean")
     pivot = [{"scorer": s} for s in scorers]
     columns = [page.scorer_column()]
+    judged = metric_rows[0]["track"] not in DESCRIPTIVE_TRACKS
+
+    def mark(d: dict) -> Markup | None:
+        if not judged or d["scorer"] == page.baseline or not d.get("n"):
+            return None
+        m = verdict_mark(d)
+        sign = {VERDICT_MARKS["better"]: " up", VERDICT_MARKS["worse"]: " down"}.get(m, "")
+        return tag("span", m, class_="vmark" + sign, title=VERDICT_WORDS[m])
+
     for task, metric in keys:
         direction = info[(task, metric)]["direction"]
+        best = _best(metric_rows, task, metric) if judged else None
+
+        def shade(d: dict, best=best) -> str | None:
+            return " ".join(filter(None, [tier_class(d.get("tier")),
+                                          "best" if d.get("mean") == best else None])) or None
+
         link = (tag("a", "details", href=f"#{slug('detail', profile, task, metric)}",
                     class_="more", title=f"Δ vs {page.baseline}, p-values, tier, rank and "
                     f"failures of {task} · {metric}") if (task, metric) in linked
@@ -96,9 +142,21 @@ def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows:
         columns.append(field_column(
             mean, pivot, f"{task} · {metric} {arrow(direction)}",
             HEADLINE_TITLE.format(task=task, metric=metric, better=better(direction)),
-            get=lambda r, k=(task, metric): cells.get((r["scorer"], *k)), head=link))
+            get=lambda r, k=(task, metric): cells.get((r["scorer"], *k)), head=link,
+            mark=mark, shade=shade))
     return table(columns, pivot, caption,
-                 lambda r: {"data_scorer": r["scorer"]}, css="wide")
+                 lambda r: {"data_scorer": r["scorer"]}, css="wide matrix")
+
+
+def _best(rows: list[dict], task: str, metric: str) -> float | None:
+    """The best mean of one (task, metric) column; None with fewer than two scorers or on an
+    uninformative metric (its means cannot tell scorers apart)."""
+    column = [r for r in rows if (r["task"], r["metric"]) == (task, metric)]
+    values = [r for r in column if r.get("n") and not missing(r.get("mean"))]
+    if len(values) < 2 or any(r.get("informative") is False for r in column):
+        return None
+    pick = min if values[0]["direction"] == "lower" else max
+    return pick(r["mean"] for r in values)
 
 
 def track_tab(page: PageData, track: str) -> Markup:
@@ -111,7 +169,9 @@ def track_tab(page: PageData, track: str) -> Markup:
     keys = [k for k in FIELDS["rows"] if k not in ("scorer", "provenance")]
     parts.append(page.field_legend(
         "rows", keys, [("↑ / ↓", "Higher / lower is better for this metric."),
-                       ("highlighted row", "Tier 1 of that metric.")],
+                       *(MATRIX_LEGEND if track not in DESCRIPTIVE_TRACKS else []),
+                       ("highlighted row", "In the per-metric statistics: tier 1 of that "
+                                           "metric.")],
         "Per profile, one table of the headline metrics (scorers as rows); every secondary "
         "metric, and the per-metric statistics (Δ, p-values, tier, rank, failures) of the "
         "metrics the README shows, open below. "
@@ -123,7 +183,26 @@ def track_tab(page: PageData, track: str) -> Markup:
         rest = [r for r in every if r["profile"] == profile and not r["headline"]]
         parts += _profile_tables(page, track, profile, prows, rest)
         parts.append(_metric_details(page, profile, prows))
+    parts += _convergence_tables(page, {r["task"] for r in every})
     return tag("section", concat(parts), id=f"track-{track}", class_="tab")
+
+
+def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
+    """Per task of the track trained to convergence: level, speed and reliability per scorer."""
+    found = sorted(t for t in page.meta.get("convergence") or {} if t in tasks)
+    if not found:
+        return []
+    parts = [tag("h3", "Level, speed and reliability"),
+             tag("p", convergence_section.method_text(page.board), class_="meta")]
+    for task in found:
+        cells = convergence_section.task_rows(page.board, task)
+        rows = [{"scorer": c[0], "cells": c} for c in cells]
+        columns = [page.scorer_column()] + [
+            Column(header, text_cell(lambda r, j=j: r["cells"][j]), False, title)
+            for j, (header, title) in enumerate(convergence_section.COLUMNS) if j]
+        parts.append(table(columns, rows, f"{task}: level, speed and reliability",
+                           lambda r: {"data_scorer": r["scorer"]}, css="convergence"))
+    return parts
 
 
 def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],

@@ -1,0 +1,119 @@
+"""Level, speed and reliability of the tasks trained to convergence (``meta["convergence"]``,
+:mod:`leaderboard.method.convergence`) and whether each headline verdict against the baseline
+holds at the neighbouring learning rates (``meta["neighbours"]``,
+:mod:`leaderboard.method.neighbours`): the README's section and the texts the page shows too.
+
+Per task, one row per scorer: the level (each headline metric at the stop, its mean with the
+front page's mark against the baseline, from the board's rows), the speed (mean steps to the
+target over the seeds that reach it, with its t interval, and how many did not), the
+reliability (the fraction of seeds that reach the target, with its exact binomial interval; a
+scorer whose seeds split says so), how the seeds stopped, and the neighbouring-rate words beside
+each verdict."""
+from __future__ import annotations
+
+from .summary import task_headlines
+from .text import cell_text, missing, num, verdict_mark
+
+# Each column of a task's table: its header and what it means (the page's header title).
+COLUMNS = (
+    ("scorer", "The attention scoring function."),
+    ("level at the stop", "Each headline metric at the stop (the best-validation checkpoint), its "
+     "mean over seeds and its mark against the baseline."),
+    ("speed: steps to the target [95% CI]", "Steps to the target of the validation metric: the "
+     "mean over the seeds that reach it with its 95% t interval, and how many seeds do not; "
+     "lower is faster."),
+    ("reliability [exact 95% CI]", "The fraction of seeds that reach the target, with its exact "
+     "(Clopper-Pearson) 95% interval; a scorer whose seeds split says so."),
+    ("stops", "How the seeds stopped: converged, at the cap, not learned within the cap."),
+    ("verdict at the neighbouring rates", "Whether each verdict against the baseline keeps its "
+     "sign at the scorer's neighbouring learning rates."),
+)
+
+
+def speed_text(s: dict) -> str:
+    speed = s["speed"]
+    if speed is None:
+        return f"none of {s['seeds']} reached it"
+    text = f"{speed['mean']:.0f}"
+    if not missing(speed.get("lo")) and not missing(speed.get("hi")):
+        text += f" [{speed['lo']:.0f}, {speed['hi']:.0f}]"
+    if s["not_reached"]:
+        text += f"; {s['not_reached']} of {s['seeds']} did not reach it"
+    return text
+
+
+def reliability_text(s: dict) -> str:
+    split = (f"; seeds split: {s['reached']} of {s['seeds']} reach the target" if s["split"]
+             else "")
+    return f"{s['reliability']:.2f} [{s['reliability_lo']:.2f}, {s['reliability_hi']:.2f}]{split}"
+
+
+def stops_text(s: dict) -> str:
+    never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
+    return f"{s['converged']} converged, {s['cap']} at the cap{never}"
+
+
+def _headline_rows(board, task: str) -> dict[str, list[dict]]:
+    """scorer -> the task's headline rows (its first profile), in the board's metric order."""
+    heads = task_headlines(board)
+    profile = next((p for p, t in sorted(heads) if t == task), None)
+    out: dict[str, list[dict]] = {}
+    for r in board.rows.to_dict(orient="records"):
+        if r["task"] == task and r["profile"] == profile and r["headline"]:
+            out.setdefault(r["scorer"], []).append(r)
+    return out
+
+
+def level_text(rows: list[dict], baseline: str) -> str:
+    parts = []
+    for r in rows:
+        value = "n/a" if not r["n"] else num(r["mean"])
+        mark = "" if r["scorer"] == baseline or not r["n"] else f" {verdict_mark(r)}"
+        parts.append(f"{r['metric']} {value}{mark}")
+    return "; ".join(parts) or "n/a"
+
+
+def neighbour_text(words: dict[str, str] | None) -> str:
+    return "; ".join(f"{metric}: {w}" for metric, w in sorted((words or {}).items())) or "–"
+
+
+def task_rows(board, task: str) -> list[list[str]]:
+    """The cells of one task's table, one list per scorer (the columns of COLUMNS)."""
+    meta = board.meta
+    baseline = meta.get("baseline", "softmax")
+    heads = _headline_rows(board, task)
+    near = (meta.get("neighbours") or {}).get(task, {})
+    return [[label, level_text(heads.get(label, []), baseline), speed_text(s),
+             reliability_text(s), stops_text(s), neighbour_text(near.get(label))]
+            for label, s in sorted(meta["convergence"][task]["scorers"].items())]
+
+
+def method_text(board) -> str:
+    targets = "; ".join(f"{task}: target {c['target']:g}, cap {c['cap']} steps"
+                        for task, c in sorted(board.meta["convergence"].items()))
+    return ("The synthetic tasks train until their validation metric stops improving, or to a "
+            f"cap ({targets}), and report the checkpoint with the best validation value. Three "
+            "numbers per scorer, apart: the **level**, each headline metric at the stop with its "
+            "mark against the baseline (▲ / ▼ better / worse, · no verdict, – uninformative; "
+            "the tests are the board's); the **speed**, the steps to the target of the "
+            "validation metric, the mean over the seeds that reach it with its 95% t interval, "
+            "and how many seeds do not; the **reliability**, the fraction of seeds that reach "
+            "the target with its exact (Clopper-Pearson) 95% interval. A scorer whose seeds "
+            "split reads so: its mean level is then a mean that no seed has. Beside each "
+            "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
+            "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
+            "at k/k neighbouring rates\" or \"rate-sensitive\".")
+
+
+def markdown(board) -> str:
+    """The release's section on level, speed and reliability; empty without convergence."""
+    if not board.meta.get("convergence"):
+        return ""
+    lines = ["## Level, speed and reliability", "", method_text(board), ""]
+    for task in sorted(board.meta["convergence"]):
+        lines += [f"### {task}", "", "| " + " | ".join(h for h, _ in COLUMNS) + " |",
+                  "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(cell_text(c) for c in cells) + " |"
+                  for cells in task_rows(board, task)]
+        lines.append("")
+    return "\n".join(lines)
