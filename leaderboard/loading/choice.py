@@ -199,11 +199,17 @@ def curve_area(block: dict) -> float | None:
     return (math.fsum(values) + after * block["best_value"]) / (len(values) + after)
 
 
+def reached_target(blocks: list[dict]) -> bool | None:
+    """Whether every model of a record reached its target; None when a block declares none."""
+    if not blocks or any("target" not in b for b in blocks):
+        return None
+    return all(b.get("target_step") is not None for b in blocks)
+
+
 def trial(status: str, value: float | None, blocks: list[dict]) -> Trial:
     """The rule's view of a sweep record: its status and validation value, and from its stopping
     ``blocks`` whether every model reached the target and the mean area under their curves."""
-    reached = (all(b.get("target_step") is not None for b in blocks)
-               if blocks and all("target" in b for b in blocks) else None)
+    reached = reached_target(blocks)
     areas = [curve_area(b) for b in blocks]
     area = (math.fsum(areas) / len(areas)) if areas and None not in areas else None
     return Trial(status, value, reached, area)

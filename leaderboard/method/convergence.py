@@ -22,6 +22,7 @@ from collections import defaultdict
 import numpy as np
 from scipy.stats import binomtest
 
+from ..loading.choice import reached_target
 from ..loading.records import LoadedRecords, Record
 from .stats import ALPHA, t_interval
 
@@ -36,11 +37,11 @@ def seed_outcome(record: Record) -> dict | None:
     """One reporting record's stop: reached, steps to the target, reason and learned; None
     without a target."""
     blocks = record.stopping
-    if not blocks or any("target" not in b for b in blocks):
+    reached = reached_target(blocks)
+    if reached is None:
         return None
-    steps = [b.get("target_step") for b in blocks]
-    reached = all(s is not None for s in steps)
-    return {"seed": record.seed, "reached": reached, "steps": max(steps) if reached else None,
+    return {"seed": record.seed, "reached": reached,
+            "steps": max(b["target_step"] for b in blocks) if reached else None,
             "target": blocks[0]["target"], "cap": blocks[0]["cap"],
             "reason": "cap" if any(b["reason"] == "cap" for b in blocks) else "converged",
             "learned": all(b["learned"] for b in blocks),
