@@ -266,7 +266,7 @@ METRICS = {
 class ICLMQAR(Task):
     """Multi-query associative recall; accuracy over pairs x length, beyond training (Zoology)."""
 
-    version = 1
+    version = 2
     track = "icl"
     supports_accumulation = True
     Config = MQARConfig
