@@ -35,9 +35,10 @@ Per cell, in this order:
    takes longer in one run than in another does not bend the slope. The runs use the torch
    threads a cell of the run gets. A task without a step count (a Config field declared
    ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
-   calibration, so the estimate is an upper bound for them, as it is for a cell that stops when
-   its validation metric converges (``stop = "converged"``), timed to its cap until records of its
-   config give its real length. Another scorer's cell is that times
+   calibration, so the estimate is an upper bound for them. A cell that stops when its
+   validation metric converges (``stop = "converged"``) is timed at the step where softmax
+   converges as its profile measured it (``softmax_converged_at``), the time at its cap beside it,
+   until records of its config give the lengths scorers really train. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
@@ -221,11 +222,17 @@ def fit(cell: Cell, device: str, *, run: Callable[[Cell, str], Any] | None = Non
 
 
 def calibrate(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | None = None,
-              threads: int = 0) -> tuple[float, str]:
+              threads: int = 0, converged_at: int | None = None) -> tuple[float, str]:
     """Seconds one cell of ``cell``'s task config takes on ``device``, and how it was found;
-    ``threads``: the torch threads a cell of the run gets (0: torch's choice)."""
+    ``threads``: the torch threads a cell of the run gets (0: torch's choice); ``converged_at``:
+    the step at which softmax converges (the profile's ``softmax_converged_at``), where a cell
+    with ``stop = "converged"`` is timed instead of at its cap."""
     result = fit(cell, device, run=run or (lambda c, d: _timed_run(c, d, threads)))
-    return result.seconds, result.how
+    if converged_at is None or cell.config.get("stop") != "converged" or not result.steps_key:
+        return result.seconds, result.how
+    early = replace(result, steps=min(converged_at, result.steps))
+    return early.seconds, (f"{result.how}, timed at softmax's convergence ({early.steps} steps; "
+                           f"a cell at its cap: {duration(result.seconds)})")
 
 
 def _timed_run(cell: Cell, device: str, threads: int = 0) -> tuple[float, float, float | None]:
@@ -396,14 +403,16 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
              declared: dict | None = None,
              step_cost: Callable[[str, str], float] | None = None,
-             threads: int = 0) -> list[TaskEstimate]:
+             threads: int = 0, converged_at: dict[str, int] | None = None) -> list[TaskEstimate]:
     """Per task (in first-seen order), the cells to run and their expected total seconds.
     ``step_cost(task, scorer)``: the scorer's training-step cost over softmax's (:class:`StepCost`;
     None: every scorer costs what softmax costs). ``threads``: the torch threads of the default
-    calibration's runs, as a cell of the run gets them (0: torch's choice)."""
+    calibration's runs, as a cell of the run gets them (0: torch's choice). ``converged_at``:
+    per task, the profile's ``softmax_converged_at`` (:func:`calibrate`)."""
     hw = hardware_name or device_class(device)
     times = record_times(records, hw)
-    calibrator = calibrator or (lambda c, d: calibrate(c, d, threads=threads))
+    calibrator = calibrator or (lambda c, d: calibrate(
+        c, d, threads=threads, converged_at=(converged_at or {}).get(c.task)))
     scaled: set[str] = set()
 
     def cost(cell: Cell) -> float:

@@ -414,3 +414,16 @@ def test_calibration_runs_on_the_threads_a_cell_gets_and_reads_the_training_phas
     assert seen == [1] and torch.get_num_threads() == before and train == 1.5
     est._timed_run(cell(), "cpu")
     assert seen == [1, before]
+
+
+def test_a_converged_cell_is_timed_at_softmaxs_convergence_with_its_cap_beside():
+    def run(c, device):
+        return 2.0 + 0.01 * c.config["train_steps"]
+
+    config = {"train_steps": 4000, "stop": "converged"}
+    seconds, how = calibrate(cell(config=config), "cpu", run=run, converged_at=1000)
+    assert seconds == pytest.approx(2.0 + 0.01 * 1000)
+    assert "1000 steps" in how and "at its cap: 42 s" in how
+    capped, _ = calibrate(cell(config={**config, "stop": "steps"}), "cpu", run=run,
+                          converged_at=1000)
+    assert capped == pytest.approx(2.0 + 0.01 * 4000)        # a fixed length runs in full

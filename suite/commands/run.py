@@ -95,7 +95,7 @@ def add_run_arguments(p) -> None:
 
 
 def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | None = None,
-             estimate_from: tuple = ()) -> int:
+             estimate_from: tuple = (), converged_at: dict[str, int] | None = None) -> int:
     from rich.table import Table
 
     from leaderboard.loading.schema import stale_reason
@@ -129,7 +129,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
             to_run["sweep" if p.cell.is_sweep else "report"].append(p.cell)
     console.print(table)
     estimator = Estimator(console, store, estimate_from, [*to_run["sweep"], *to_run["report"]],
-                          workers, declared)
+                          workers, declared, converged_at)
     if plan.tuning is not None:
         tuning = plan.tuning.tuning
         tuned = {task for task, _ in plan.tuning.tuned}
@@ -156,7 +156,7 @@ class Estimator:
     scorers that place the line of time against step cost are benched once, on first use."""
 
     def __init__(self, console, store, estimate_from: tuple, cells, workers: int = 1,
-                 declared: dict | None = None):
+                 declared: dict | None = None, converged_at: dict[str, int] | None = None):
         import itertools
 
         import scorers
@@ -167,7 +167,7 @@ class Estimator:
         from ..runner import default_device, worker_threads
         from ..store import ResultStore
 
-        self.console, self.workers = console, workers
+        self.console, self.workers, self.converged_at = console, workers, converged_at
         self.device = default_device()
         self.hw = device_class(self.device)
         self.declared = None if self.device.startswith("cuda") else declared
@@ -203,7 +203,7 @@ class Estimator:
         try:
             rows = estimate(cells, self.records, self.device, hardware_name=self.hw,
                             declared=self.declared, step_cost=self.step_cost,
-                            threads=self.threads)
+                            threads=self.threads, converged_at=self.converged_at)
         except StepCostError as e:
             raise SystemExit(f"scorebench: {e}") from None
         table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
@@ -234,5 +234,8 @@ def run(args) -> int:
         return run_profile(args, console)
     profile, plan = plan_cells(args)
     store = open_store(args.results)
+    converged_at = {task: table["softmax_converged_at"]
+                    for task, table in profile.task_overrides.items()
+                    if "softmax_converged_at" in table}
     return _dry_run(console, plan, store, args.rerun, args.workers, profile.estimate,
-                    tuple(args.estimate_from))
+                    tuple(args.estimate_from), converged_at)
