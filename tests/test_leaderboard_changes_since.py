@@ -203,3 +203,37 @@ def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
     assert "an earlier rule chose, not the rule's: ssa (t: the rule chooses lr=0.001)" in differs
     before = method_text(summary(None, {"lr": 4e-3}, None))
     assert "worst" not in before and "A point's score is its mean" in before
+
+
+def converged(target, **medians):
+    return {"target": target, "cap": 20000,
+            "scorers": {s: {"median_steps": m} for s, m in medians.items()}}
+
+
+def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_level():
+    """The earlier release trained 2,500 steps (its curves end there); now a's median seed
+    reaches the target at 6,000 (speed), b's within the budget beside softmax's (level), c's
+    never (level: a longer run did not move it), and d's within the budget while softmax's
+    after it (speed: the baseline was read mid-run)."""
+    curve = {"step": [1, 100, 2500]}
+    before = {"meta": {"release": "old", "curves": {"t": {"scorers": {"a": curve}}}},
+              "rows": [row("t", "m", s, "worse") for s in "abc"] + [row("u", "m", "a", "worse")],
+              "overall": []}
+    now = [row("t", "m", s, "n.s.") for s in "abc"] + [row("u", "m", "a", "n.s.")]
+    ch = changes(now, [], before, "softmax", convergence={
+        "t": converged(0.9, a=6000.0, b=2000.0, c=None, softmax=2200.0)})
+    t, u = ch["tasks"]
+    why = {v[1]: v[5] for v in t["verdicts"]}
+    assert why["a"] == ("speed: the median seed reached 0.9 at step 6,000 (softmax: step "
+                        "2,200); the earlier budget was 2,500 steps")
+    assert why["b"].startswith("level:") and why["c"].startswith("level: the median seed never "
+                                                                 "reached 0.9 (softmax: step")
+    assert [len(v) for v in u["verdicts"]] == [5]           # u is not trained to convergence
+    late = changes([row("t", "m", "b", "n.s.")], [], before, "softmax",
+                   convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
+    assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
+    assert "speed or level |" in changes_section(ch)
+    # an earlier release trained to convergence too: nothing to say
+    again = changes(now, [], {**before, "meta": {**before["meta"], "convergence": {"t": {}}}},
+                    "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
+    assert all(len(v) == 5 for v in again["tasks"][0]["verdicts"])

@@ -62,7 +62,16 @@ def scorer_summary(outcomes: list[dict]) -> dict:
             "converged": sum(o["reason"] == "converged" for o in outcomes),
             "cap": sum(o["reason"] == "cap" for o in outcomes),
             "not_learned": sum(not o["learned"] for o in outcomes),
-            "stop_steps": sorted(o["stop_step"] for o in outcomes)}
+            "stop_steps": sorted(o["stop_step"] for o in outcomes),
+            "median_steps": median_steps(outcomes)}
+
+
+def median_steps(outcomes: list[dict]) -> float | None:
+    """The median seed's steps to the target, a seed that never reached it counting as slower
+    than every seed that did; None when the median seed never reached it."""
+    steps = sorted(o["steps"] if o["reached"] else np.inf for o in outcomes)
+    value = float(np.median(steps))
+    return None if np.isinf(value) or np.isnan(value) else value
 
 
 def summary(loaded: LoadedRecords) -> dict:

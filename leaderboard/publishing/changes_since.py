@@ -7,6 +7,13 @@ tier names the rule of the method that moved it. The rank correlation is Spearma
 over the scorers with an overall headline in both, per profile (the probability of improvement,
 or the normalized score of a release from before it). The release README's section on it is
 :func:`leaderboard.rendering.markdown.changes_section`.
+
+A task trained to convergence now (``meta.convergence``) and for a fixed number of steps in the
+earlier release (the last step of its learning curves there, the *budget*) adds to each moved
+verdict whether it moved by **speed** or by **level** (:func:`speed_or_level`): speed when the
+scorer's or the baseline's median seed reached the task's target only after that budget (the
+earlier release read it mid-run); level when both median seeds reached it within the budget, or
+one never did (a longer run did not change where it stands).
 """
 from __future__ import annotations
 
@@ -28,12 +35,15 @@ def _tier(row: dict) -> str:
 
 
 def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
-            claims: list[dict] | None = None) -> dict:
+            claims: list[dict] | None = None, convergence: dict | None = None) -> dict:
     """The changes from the earlier release ``earlier`` (its results.json) to ``rows``,
     ``overall`` and ``claims`` (this release's), as results.json's ``meta.changes`` holds them:
     per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
-    scorer, before, now, the rule that moved it]; per profile the overalls' rank correlation;
-    the overall tiers and the claim verdicts that moved. The baseline's own rows are left out."""
+    scorer, before, now, the rule that moved it] (and, on a task newly trained to convergence,
+    :func:`speed_or_level` of ``convergence``, this release's ``meta.convergence``); per profile
+    the overalls' rank correlation; the overall tiers and the claim verdicts that moved. The
+    baseline's own rows are left out."""
+    budgets = _budgets(earlier, convergence or {})
     before = {_key(r): r for r in earlier["rows"]}
     now = {_key(r): r for r in rows}
     per_task: dict[tuple[str, str], dict] = {}
@@ -49,14 +59,44 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
         item["compared"] += 1
         a, b = before[key], now[key]
         if a["vs_baseline"] != b["vs_baseline"]:
-            item["verdicts"].append([key[2], key[3], a["vs_baseline"] or "-",
-                                     b["vs_baseline"] or "-", verdict_rule(a, b)])
+            moved = [key[2], key[3], a["vs_baseline"] or "-", b["vs_baseline"] or "-",
+                     verdict_rule(a, b)]
+            if key[1] in budgets:
+                moved.append(speed_or_level(convergence[key[1]], key[3], baseline,
+                                            budgets[key[1]]))
+            item["verdicts"].append(moved)
         if _tier(a) != _tier(b):
             item["tiers"].append([key[2], key[3], _tier(a), _tier(b), tier_rule(a, b)])
     return {"against": earlier["meta"]["release"], "tasks": [per_task[k] for k in sorted(per_task)],
             "overall": _overall_changes(overall, earlier["overall"]),
             "overall_tiers": _overall_tiers(overall, earlier["overall"]),
             "claims": _claim_changes(claims or [], earlier.get("claims") or [])}
+
+
+def _budgets(earlier: dict, convergence: dict) -> dict[str, int]:
+    """{task: the earlier release's step budget} for the tasks trained to convergence now and
+    for a fixed number of steps then (its learning curves end at the budget)."""
+    if earlier["meta"].get("convergence"):
+        return {}
+    curves = earlier["meta"].get("curves") or {}
+    return {task: max(max(c["step"]) for c in curves[task]["scorers"].values())
+            for task in convergence if task in curves and curves[task]["scorers"]}
+
+
+def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:
+    """Whether a verdict that moved on a task now trained to convergence moved by speed or by
+    level (module docstring), with the median seeds' steps to the target that decide it."""
+    def median(label: str) -> float | None:
+        summary = task["scorers"].get(label)
+        return None if summary is None else summary.get("median_steps")
+
+    mine, base = median(scorer), median(baseline)
+    late = None not in (mine, base) and max(mine, base) > budget
+    reached = (f"never reached {task['target']:g}" if mine is None
+               else f"reached {task['target']:g} at step {mine:,.0f}")
+    return (f"{'speed' if late else 'level'}: the median seed {reached} ({baseline}: "
+            f"{'never' if base is None else f'step {base:,.0f}'}); the earlier budget was "
+            f"{budget:,} steps")
 
 
 def _changed(a: float | None, b: float | None) -> bool:

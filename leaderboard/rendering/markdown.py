@@ -447,10 +447,18 @@ def changes_section(ch: dict) -> str:
         lines += [f"| {p} | {i} | {s} | {a} | {b} | {w} |" for p, i, s, a, b, w in ch["claims"]]
     changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
     if changed:
-        lines += ["", "Verdicts that changed:", "",
-                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
+        why = any(len(v) > 5 for _, v in changed)
+        lines += ["", "Verdicts that changed"
+                  + (" (on a task now trained to convergence, by speed or by level: speed when "
+                     "the scorer's or the baseline's median seed reached the target only after "
+                     "the earlier release's step budget)" if why else "") + ":", "",
+                  "| task | metric | scorer | before | now | rule |" + (" speed or level |" if why
+                                                                        else ""),
+                  "|---|---|---|---|---|---|" + ("---|" if why else "")]
         lines += [f"| {task} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | "
-                  f"{v[4] if len(v) > 4 else ''} |" for task, v in changed]
+                  f"{v[4] if len(v) > 4 else ''} |" + (f" {v[5] if len(v) > 5 else ''} |" if why
+                                                      else "")
+                  for task, v in changed]
     tiers = [(t["task"], v) for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
     if tiers:
         lines += ["", "Tiers that changed:", "",
