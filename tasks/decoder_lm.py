@@ -90,6 +90,8 @@ class DecoderLMConfig(TaskConfig):
     bf16: bool = True                     # autocast to bfloat16 on CUDA (CPU runs in fp32)
     diverge_factor: float = setting(1.5, gt=0)   # diverged: smoothed loss > factor * ln(V)
     log_every: int = setting(50, ge=1)
+    # validation evaluations evenly spaced to the last step, beside the curve's log-spaced ones
+    dense_curve_points: int = setting(0, ge=0)
     # evaluation
     ppl_protocol: str = setting("rolling", choices=PROTOCOLS)
     ppl_sets: tuple[str, ...] = setting(PPL_SETS, choices=PPL_SETS)
@@ -103,6 +105,9 @@ class DecoderLMConfig(TaskConfig):
     eval_batch_tokens: int = setting(8192, ge=1)
     context_multiples: tuple[int, ...] = setting((1, 2, 4), choices=CONTEXT_MULTIPLES)  # () : none
     headline_metrics: tuple[str, ...] = ()        # () : the declared headline metrics
+
+    def inert(self) -> tuple[str, ...]:
+        return () if self.dense_curve_points else ("dense_curve_points",)
 
     def model_config(self, vocab_size: int, scorer: str, scorer_kwargs: dict) -> DecoderConfig:
         return DecoderConfig(vocab_size=vocab_size, scorer=scorer, scorer_kwargs=dict(scorer_kwargs),
@@ -245,7 +250,8 @@ def train(model: Decoder, stream: np.ndarray, cfg: DecoderLMConfig, seed: int,
                         f"max_len + 2 = {L + 2}")
     offsets_col = np.arange(L + 1)
     curve_steps, curve_loss, window = [], [], []
-    curve = None if validation is None else Curve(cfg.steps, validation.subset_size())
+    curve = None if validation is None else Curve(cfg.steps, validation.subset_size(),
+                                                  even=cfg.dense_curve_points)
     model.train()
     for step in range(cfg.steps):
         starts = rng.integers(0, len(stream) - L - 1, size=cfg.batch_size)

@@ -83,6 +83,11 @@ class EncoderMLMConfig(TaskConfig):
     val_mask_seed: int = 0
     eval_batch_size: int = setting(256, ge=1)
     log_every: int = setting(100, ge=1)
+    # validation evaluations evenly spaced to the last step, beside the curve's log-spaced ones
+    dense_curve_points: int = setting(0, ge=0)
+
+    def inert(self) -> tuple[str, ...]:
+        return () if self.dense_curve_points else ("dense_curve_points",)
 
     def check(self) -> None:
         if self.n_embd % self.n_head:
@@ -158,7 +163,7 @@ def train(model: Encoder, data: EncoderData, cfg: EncoderMLMConfig, seed: int,
     curve, window, items, cursor = [], [], np.zeros(0, dtype=np.int64), 0
     passes = 0
     subset = validation[::CURVE_STRIDE]
-    val_curve = Curve(steps, len(subset)) if validation else None
+    val_curve = Curve(steps, len(subset), even=cfg.dense_curve_points) if validation else None
     model.train()
     for step in range(1, steps + 1):
         if cursor + cfg.batch_size > len(items):

@@ -50,6 +50,12 @@ def finite(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def even_steps(total: int, points: int) -> list[int]:
+    """``points`` evenly spaced step counts ending at ``total`` (fewer when total < points)."""
+    return sorted({max(1, round(total * i / points)) for i in range(1, points + 1)}) \
+        if total >= 1 and points > 0 else []
+
+
 def curve_steps(total: int, points: int = CURVE_POINTS) -> list[int]:
     """About ``points`` log-spaced step counts from 1 to ``total`` (both included, no repeats)."""
     if total < 1:
@@ -59,11 +65,13 @@ def curve_steps(total: int, points: int = CURVE_POINTS) -> list[int]:
 
 
 class Curve:
-    """The validation metric at the steps of :func:`curve_steps`; ``maybe(step, evaluate)``
-    after every optimizer step evaluates when ``step`` (steps done) is one of them."""
+    """The validation metric at the steps of :func:`curve_steps` and, with ``even`` > 0, at
+    ``even`` evenly spaced steps to ``total`` (every ``total / even`` steps: dense where training
+    ends); ``maybe(step, evaluate)`` after every optimizer step evaluates when ``step`` (steps
+    done) is one of them."""
 
-    def __init__(self, total: int, items: int, points: int = CURVE_POINTS):
-        self.steps_due = set(curve_steps(total, points))
+    def __init__(self, total: int, items: int, points: int = CURVE_POINTS, even: int = 0):
+        self.steps_due = set(curve_steps(total, points)) | set(even_steps(total, even))
         self.items = int(items)
         self.step: list[int] = []
         self.value: list[float | None] = []

@@ -91,6 +91,27 @@ def test_training_is_seeded():
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 
+def test_a_dense_curve_adds_evenly_spaced_validation_points_and_enters_the_cell_only_when_set():
+    from registry.settings import effective
+    from tasks.decoder_lm import ValidationWindows
+    from tasks.encoder_mlm import EncoderMLMConfig
+
+    stream = (np.arange(4000, dtype=np.int64) * 7919 % 50).astype(np.int32)
+    cfg = DecoderLMConfig(steps=40, batch_size=2, warmup_steps=1, log_every=10,
+                          dense_curve_points=8, **TINY)
+    class Docs(list):
+        tokens = [stream[:2000]]
+
+    windows = ValidationWindows(Docs([0]), cfg, autocast=False)
+    out = train(tiny_model(50), stream, cfg, 0, RunContext(), autocast=False, validation=windows)
+    steps = out["validation_curve"]["step"]
+    assert {5, 10, 15, 20, 25, 30, 35, 40} <= set(steps)             # every 40 / 8 steps
+    assert {1, 2, 3} <= set(steps)                                     # and the log-spaced ones
+    for config in (DecoderLMConfig, EncoderMLMConfig):
+        assert "dense_curve_points" not in effective(config())         # cell ids as before
+        assert effective(config(dense_curve_points=20))["dense_curve_points"] == 20
+
+
 @pytest.mark.parametrize("scorer", ["softmax", "ssa"])
 def test_checkpoint_round_trip_gives_identical_loglikelihoods(tmp_path, scorer):
     tok = train_bpe(TEXTS, 300)

@@ -723,6 +723,17 @@ def test_curve_steps_are_about_eight_log_spaced_steps_ending_at_the_last():
     assert curve_steps(3) == [1, 2, 3]
 
 
+def test_even_steps_end_at_the_last_step_and_a_curve_evaluates_at_both_kinds():
+    from tasks.validation import Curve, curve_steps, even_steps
+
+    assert even_steps(600, 20) == list(range(30, 601, 30))
+    assert even_steps(7, 20) == [1, 2, 3, 4, 5, 6, 7] and even_steps(600, 0) == []
+    curve = Curve(100, items=4, even=4)
+    for step in range(1, 101):
+        curve.maybe(step, lambda: 0.5)
+    assert set(curve.step) == set(curve_steps(100)) | {25, 50, 75, 100}
+
+
 def test_the_validation_curve_does_not_change_training():
     """The ICL loop with and without the curve: the same losses and weights (the curve draws
     nothing from the training streams)."""
