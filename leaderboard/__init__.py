@@ -18,7 +18,9 @@ read or releases written.
                         markdown and the page alike.
   - ``notes``:          the lines under a table (why no verdict, what the overall rests on).
   - ``columns``:        every column's header, meaning and format; which rows a track shows.
-  - ``markdown``:       the release README and LEADERBOARD.md.
+  - ``markdown``:       the release README and LEADERBOARD.md; ``track_section``: a track's
+                        matrix of scorers × headline metrics and per-metric tables;
+                        ``markdown_layout``: tables no wider than a person reads, notes, prose.
   - ``summary``:        the release's answer in sentences and one compact table per profile.
   - ``plots``:          the PNG plots of a Board and of cost records; ``palette``: the tier
                         colours the plots and the page share.

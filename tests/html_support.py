@@ -1,5 +1,5 @@
 """Shared pieces of the HTML leaderboard tests: a results directory with a hostile plugin scorer,
-publishing through the CLI, and small parsers for the page's tables and the README's tables."""
+publishing through the CLI, and a small parser for the page's tables."""
 from __future__ import annotations
 
 from html.parser import HTMLParser
@@ -119,44 +119,6 @@ class PageTables(HTMLParser):
 
     def in_section(self, section: str) -> list[dict]:
         return [t for t in self.tables if t["section"] == section]
-
-
-def markdown_tables(text: str) -> dict[str, list[dict]]:
-    """The github-format tables of a markdown file under each ``## heading``: header -> cell text
-    (markdown's pipe escape undone)."""
-    out: dict[str, list[dict]] = {}
-    heading, lines = None, text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("## "):
-            heading = line[3:].strip()
-        elif line.startswith("|") and i + 1 < len(lines) and set(lines[i + 1]) <= set("|-: "):
-            headers = _md_cells(line)
-            i += 2
-            while i < len(lines) and lines[i].startswith("|"):
-                out.setdefault(heading, []).append(dict(zip(headers, _md_cells(lines[i]))))
-                i += 1
-            continue
-        i += 1
-    return out
-
-
-def _md_cells(line: str) -> list[str]:
-    cells, current, escaped = [], "", False
-    for ch in line.strip()[1:-1]:
-        if escaped:
-            current += ch if ch == "|" else "\\" + ch
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "|":
-            cells.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    cells.append(current.strip())
-    return cells
 
 
 def small_release(base: Path, releases: Path, name: str, finished: str, html: bool = True):

@@ -115,7 +115,7 @@ def test_records_are_cost_track_records(tiny_records):
 
 def test_leaderboard_shows_the_cost_track(tiny_records):
     from leaderboard.method.aggregate import build_board
-    from leaderboard.rendering.markdown import track_table
+    from leaderboard.rendering.track_section import track_table
 
     table = track_table(build_board(tiny_records[0]), "cost")
     assert "bench_scorers" in table

@@ -14,12 +14,13 @@ from html_support import (
     add_claims,
     XSS,
     PageTables,
-    markdown_tables,
     publish_html,
     small_release,
     write_plugin,
     write_results,
 )
+
+from markdown_support import markdown_tables
 
 from leaderboard.rendering.columns import Field
 from leaderboard.publishing.site import INDEX, read_scorers, write_index, write_site
@@ -30,9 +31,11 @@ from scorers.registry import scoped
 from leaderboard.publishing.release import ReleaseError, read_results
 from leaderboard.publishing.release import write_results as write_release_results
 
-# Columns whose text is the README's; the numbers with an interval are compared by value.
+# Columns whose text is the README's (one number format per column in both); the overall's
+# numbers with an interval are compared by value.
 OVERALL_COLUMNS = ["tier", "scorer", "rank", "tasks", "tier-1 tasks", "failed cells"]
-TRACK_COLUMNS = ["scorer", "n", "p (Holm)", "p sign-flip", "tier", "rank", "failures"]
+TRACK_COLUMNS = ["scorer", "mean [95% CI]", "normalized", "Δ vs softmax", "n", "p (Holm)",
+                 "tier", "rank", "failures"]
 NUMBER = re.compile(r"[-+]?\d+(?:\.(\d+))?(?:e[-+]\d+)?")
 
 
@@ -73,7 +76,7 @@ def test_page_shows_the_readme_numbers(site):
     results = read_results(site / "releases" / "r1")
     _, parsed = page(site)
 
-    md_overall = {r["scorer"]: r for r in readme["Overall"]}
+    md_overall = {r["scorer"]: r for r in readme["Overall"][0]["rows"]}
     raw_overall = {r["scorer"]: r for r in results["overall"]}
     html_overall = {}
     for table in parsed.in_section("overall"):
@@ -94,9 +97,12 @@ def test_page_shows_the_readme_numbers(site):
                            raw["poi_high"])
 
     raw_rows = {(r["task"], r["metric"], r["scorer"]): r for r in results["rows"]}
-    for section, heading in (("track-icl", "In-context learning (ICL)"), ("track-probe", "Probes")):
-        md_rows = {(r["task"], r["metric"].rsplit(" ", 1)[0], r["scorer"]): r
-                   for r in readme[heading]}
+    for section, tasks in (("track-icl", ("icl_linear", "icl_quantifiers")),
+                           ("track-probe", ("saturation_probe",))):
+        md_rows = {(task, metric.rsplit(" ", 1)[0], r["scorer"]): r
+                   for heading, tables in readme.items() if " · " in heading
+                   for task, metric in [heading.split(" · ")] if task in tasks
+                   for r in tables[0]["rows"]}
         html_rows = {}
         for table in parsed.in_section(section):
             if "detail" not in table["attrs"].get("class", ""):

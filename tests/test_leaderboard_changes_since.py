@@ -9,6 +9,7 @@ import pytest
 from leaderboard.publishing.changes_since import changes
 from leaderboard.rendering.markdown import changes_section
 from leaderboard.publishing.release import read_results
+from markdown_support import markdown_tables
 
 
 def row(task, metric, scorer, verdict="n.s.", tier=1):
@@ -41,8 +42,15 @@ def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
     assert (t2["compared"], t2["only_now"], t2["only_before"], t2["verdicts"]) == (1, 1, 1, [])
     assert ch["overall"][0]["rho"] == pytest.approx(1.0)
     text = changes_section(ch)
-    assert "## What changed since old" in text and "| cpu | t1 | 3 | 1 | 2 | 0 | 0 |" in text
-    assert "| t1 | m | a | worse | n.s. | the records or the test |" in text
+    tables = markdown_tables(text)["What changed since old"]
+    assert tables[0]["rows"][0] == {"profile": "cpu", "task": "t1", "rows in both": "3",
+                                    "verdicts changed": "1", "tiers changed": "2",
+                                    "rows new": "0", "rows gone": "0"}
+    verdicts = tables[1]
+    moved = verdicts["rows"][0]
+    assert [moved[k] for k in ("task", "metric", "scorer", "before", "now")] == [
+        "t1", "m", "a", "worse", "n.s."]
+    assert verdicts["notes"][moved["rule"]] == "the records or the test"
 
 
 def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
@@ -232,7 +240,10 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     late = changes([row("t", "m", "b", "n.s.")], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
-    assert "speed or level |" in changes_section(ch)
+    (moved,) = [table for table in markdown_tables(changes_section(ch))["What changed since old"]
+                if "speed or level" in table["headers"]]
+    a = next(r for r in moved["rows"] if r["scorer"] == "a")
+    assert moved["notes"][a["speed or level"]] == why["a"]
     # an earlier release trained to convergence too: nothing to say
     again = changes(now, [], {**before, "meta": {**before["meta"], "convergence": {"t": {}}}},
                     "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})

@@ -8,6 +8,7 @@ from scipy import stats as sps
 from leaderboard.method.aggregate import build_board
 from leaderboard.method.claims import Claim, judge, load_claims
 from leaderboard.rendering.markdown import release_readme
+from markdown_support import mark_of, markdown_tables
 from leaderboard_fakes import make_record, write_record
 
 SPECS = {"mse_T9_shifted": {"direction": "lower", "headline": True, "ceiling": 0.0},
@@ -47,7 +48,11 @@ def test_verdicts_on_constructed_records(tmp_path):
     assert claims[("decoder_heldout_perplexity", "ssa")]["verdict"] == "not run"
     assert "not run at this profile" in release_readme(board.with_release("r"), [])
     readme = release_readme(board.with_release("r"), [])
-    assert "## Claims" in readme and "not supported (no difference larger than" in readme
+    (claims_table,) = markdown_tables(readme)["Claims"]
+    verdict = next(r for r in claims_table["rows"] if r["scorer"] == "ssa (beside)"
+                   and r["claim"] == "icl_linear_ood")["verdict"]
+    assert verdict.startswith("not supported")
+    assert claims_table["notes"][mark_of(verdict)].startswith("no difference larger than")
 
 
 def test_a_claim_against_the_data_is_contradicted():

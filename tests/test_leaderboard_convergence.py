@@ -133,6 +133,7 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     from leaderboard.publishing.release import release_board, write_release
     from leaderboard.rendering.html.page import render_page
     from html_support import PageTables
+    from markdown_support import markdown_tables, merged
 
     loaded = load_records(converged_results(tmp_path / "results"))
     board = release_board(loaded, "r1", n_boot=200)
@@ -153,15 +154,20 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     readme = "".join(p.read_text() for p in write_release(board, tmp_path / "r1")
                      if p.name == "README.md")
     assert "## Level, speed and reliability" in readme
-    line = next(x for x in readme.splitlines() if x.startswith("| ssa |"))
-    assert "error 0.1" in line and "▲" in line
-    assert "1000 [752, 1248]; 2 of 5 did not reach it" in line
-    assert "0.60 [0.15, 0.95]; seeds split: 3 of 5 reach the target" in line
-    assert "3 converged, 2 at the cap, 2 not learned within the cap" in line
-    assert "error: rate-sensitive (holds at 1/2)" in line
-    soft = next(x for x in readme.splitlines() if x.startswith("| softmax |"))
-    assert "680 [" in soft and "did not" not in soft and "split" not in soft
-    assert "median stop step |" in readme and "| ssa | 5 |" in readme
+    tables = markdown_tables(readme)
+    level = merged(tables["icl_mqar"])
+    ssa, soft = level["ssa"], level["softmax"]
+    assert ssa["level at the stop"].startswith("error 0.1") and "▲" in ssa["level at the stop"]
+    speed = "speed: steps to the target [95% CI]"
+    assert ssa[speed] == "1000 [752, 1248]; 2 of 5 did not reach it"
+    assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
+                                                 "the target")
+    assert ssa["stops"] == "3 converged, 2 at the cap, 2 not learned within the cap"
+    assert ssa["verdict at the neighbouring rates"] == "error: rate-sensitive (holds at 1/2)"
+    assert soft[speed].startswith("680 [") and "did not" not in soft[speed]
+    assert "split" not in soft["reliability [exact 95% CI]"]
+    curves = merged(tables["icl_mqar (val_accuracy, higher is better)"])
+    assert "median stop step" in curves["ssa"] and curves["ssa"]["seeds"] == "5"
 
     page = PageTables(render_page(json.loads(board.to_json()), [], []))
     table, = [t for t in page.in_section("track-icl") if "level, speed" in t["caption"]]

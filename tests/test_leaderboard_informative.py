@@ -11,7 +11,8 @@ from statsmodels.stats.power import TTestPower
 from leaderboard.method import informative
 from leaderboard.method.aggregate import build_board
 from leaderboard.method.claims import Claim, judge, load_claims
-from leaderboard.rendering.markdown import release_readme, track_table
+from leaderboard.rendering.markdown import release_readme
+from leaderboard.rendering.track_section import track_table
 from leaderboard_fakes import make_record, write_record
 
 ACC = {"accuracy_id": {"direction": "higher", "headline": True, "floor": 0.0, "ceiling": 1.0},

@@ -2,7 +2,6 @@
 overall on fixed anchors that no other scorer moves, probes outside the overall, n/a apart from
 failures, records without anchors."""
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -12,8 +11,10 @@ from leaderboard.method.aggregate import build_board
 from leaderboard.method.anchors import normalized
 from leaderboard.rendering.columns import FIELDS
 from leaderboard.rendering.html.tables import field_column
-from leaderboard.rendering.markdown import failed_cells_sentence, overall_table, release_readme, track_table
+from leaderboard.rendering.markdown import failed_cells_sentence, overall_table, release_readme
+from leaderboard.rendering.track_section import track_table
 from leaderboard_fakes import make_record, write_record
+from markdown_support import mark_of, markdown_tables, row
 
 LOWER = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
 PROBE = {"other_mass": {"direction": "higher", "headline": True}}
@@ -171,9 +172,15 @@ def test_not_applicable_is_not_a_failure(tmp_path):
     assert "6 skipped cell(s)" in failed_cells_sentence(board)
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
     assert overall["flash_only"]["n_tasks"] == 0 and overall["flash_only"]["tasks_skipped"] == 1
-    # A task that cannot run a scorer reads n/a with the reason, and the overall names the task.
-    assert re.search(r"\| flash_only +\| n/a: needs a GPU +\|", track_table(board, "icl"))
-    assert "0 (+1 n/a: icl_linear)" in overall_table(board)
+    # A task that cannot run a scorer reads n/a with the reason as a note, and the overall names
+    # the task in a note.
+    (stats,) = markdown_tables(track_table(board, "icl"))["icl_linear · error ↓"]
+    mean = row(stats, "flash_only")["mean [95% CI]"]
+    assert mean.startswith("n/a") and stats["notes"][mark_of(mean)] == "needs a GPU"
+    main = markdown_tables(overall_table(board))[None][0]
+    tasks = next(r for r in main["rows"] if r["scorer"] == "flash_only")["tasks"]
+    assert tasks.startswith("0 (+1 n/a") and main["notes"][mark_of(tasks)].startswith(
+        "n/a: icl_linear")
 
 
 def test_records_without_anchors_aggregate_and_stay_out_of_the_overall(tmp_path):
@@ -241,8 +248,9 @@ def test_the_markdown_legend_and_the_page_read_one_definition(tmp_path):
 
     write_table(tmp_path, {"softmax": [0.3, 0.31, 0.29], "ssa": [0.2, 0.21, 0.22]})
     readme = release_readme(build_board(tmp_path, n_boot=200), [])
+    said = " ".join(readme.split())
     for key in ("mean", "p_vs_baseline_holm", "rank_low"):
-        assert FIELDS["rows"][key].title in readme
+        assert FIELDS["rows"][key].title in said
     assert context.FIELDS is overall.FIELDS is tracks.FIELDS is FIELDS
     assert "95% bootstrap interval" not in readme and "0 = worst" not in readme
 
@@ -282,7 +290,10 @@ def test_a_metric_a_scorer_cannot_report_is_na_with_its_reason_in_the_tables_and
         r = four_x[scorer]
         assert (r["n"], r["n_na"], r["n_null"], r["n_failed"]) == (0, 3, 0, 0)
         assert r["na_reason"] == TOO_LONG
-        assert re.search(rf"\| {scorer} +\| n/a: {TOO_LONG} +\|", track_table(board, "decoder"))
+        (stats,) = markdown_tables(track_table(board, "decoder"))[
+            "decoder_lm · heldout_perplexity_4x ↓"]
+        mean = row(stats, scorer)["mean [95% CI]"]
+        assert mean.startswith("n/a") and stats["notes"][mark_of(mean)] == TOO_LONG
         page_cell = field_column(FIELDS["rows"]["mean"], [r]).cell(r)
         assert f'<span title="{TOO_LONG}">n/a</span>' in page_cell
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
@@ -294,4 +305,7 @@ def test_a_metric_a_scorer_cannot_report_is_na_with_its_reason_in_the_tables_and
     assert overall["cosformer"]["score"] == pytest.approx(expected)
     assert overall["cosformer"]["metrics_na"] == {"decoder_lm": ["heldout_perplexity_4x"]}
     assert overall["softmax"]["metrics_na"] == {}
-    assert "1 (n/a: decoder_lm/heldout_perplexity_4x)" in overall_table(board)
+    main = markdown_tables(overall_table(board))[None][0]
+    tasks = next(r for r in main["rows"] if r["scorer"] == "cosformer")["tasks"]
+    assert tasks.startswith("1 (n/a") and main["notes"][mark_of(tasks)].startswith(
+        "n/a: decoder_lm/heldout_perplexity_4x")

@@ -2,6 +2,7 @@
 apart, failures counted, statistics and tiers on constructed data with known answers."""
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,11 @@ from scipy import stats as sps
 
 from leaderboard.method.aggregate import aggregate, build_board
 from leaderboard.method.board import Board
-from leaderboard.rendering.markdown import track_table
+from leaderboard.rendering.track_section import track_table
 from leaderboard.rendering.notes import outside_overall
 from leaderboard.loading.records import load_records
 from leaderboard_fakes import make_record, populate, write_raw, write_record
+from markdown_support import markdown_tables, row
 
 N_BOOT = 1000
 
@@ -150,12 +152,11 @@ def test_failures_are_rows_and_survivor_means_are_flagged(tmp_path):
     assert ssa["n_failed"] == 1 and ssa["n_null"] == 1 and ssa["survivors_only"]
     relu = rows_of(board, scorer="relu", metric="error")[0]
     assert relu["n"] == 0 and relu["failures"] == {"nan": 2} and math.isnan(relu["mean"])
-    table = track_table(board, "icl")
-    lines = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]
-             if line.split("|")[2].strip().startswith("error")}
-    assert "0.11 [" in lines["ssa"] and "]" in lines["ssa"] and "†" in lines["ssa"]
-    assert "diverged 1, null 1" in lines["ssa"] and "†" not in lines["softmax"]
-    assert "all failed" in lines["relu"] and "nan 2" in lines["relu"]
+    (stats,) = markdown_tables(track_table(board, "icl"))["icl_linear · error ↓"]
+    ssa, softmax, relu = (row(stats, s) for s in ("ssa", "softmax", "relu"))
+    assert re.fullmatch(r"0\.110* \[[-\d.]+, [-\d.]+\] †", ssa["mean [95% CI]"])
+    assert ssa["failures"] == "diverged 1, null 1" and "†" not in softmax["mean [95% CI]"]
+    assert relu["mean [95% CI]"] == "all failed" and relu["failures"] == "nan 2"
     failed = board.failed_cells.to_dict(orient="records")
     assert {(r["scorer"], r["seed"], r["status"]) for r in failed} == {
         ("ssa", 2, "diverged"), ("ssa", 3, "ok, null error"), ("relu", 0, "nan"),

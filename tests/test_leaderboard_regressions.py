@@ -125,7 +125,7 @@ def test_nightly_command_exit_status(tmp_path, capsys):
     assert cli.main([*common, "--date", "2025-01-03", "--html"]) == 1
     assert (releases / "nightly-2025-01-03" / "index.html").is_file()
     report = (releases / "nightly-2025-01-03" / "REGRESSIONS.md").read_text()
-    assert "**REGRESSION**" in report and "scorer v1 -> v2" in report
+    assert "**REGRESSION**" in report and "scorer v1 → v2" in report
     assert "REGRESSION" in capsys.readouterr().out
     # --releases other than leaderboard/releases: the LEADERBOARD.md inside it.
     assert (releases / "LEADERBOARD.md").read_text().count("nightly-2025-01-0") >= 3

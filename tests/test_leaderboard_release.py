@@ -12,6 +12,7 @@ from PIL import Image
 
 from leaderboard.publishing.release import ReleaseError, list_releases, load_release, publish, read_results
 from leaderboard_fakes import make_record, populate, write_raw, write_record
+from markdown_support import markdown_tables
 from suite import cli
 
 N_BOOT = 500
@@ -49,8 +50,13 @@ def test_release_files_and_contents(published):
     assert first.leaderboard_md == base / "LEADERBOARD.md"
     readme = (release / "README.md").read_text()
     assert "# scorebench leaderboard: r1" in readme
-    assert "loss \\| exploded" in readme and "icl_linear/bad.json" in readme
-    assert "scorer ssa v0 < v1" in readme
+    tables = markdown_tables(readme)
+    (failed,) = tables["Failed and skipped cells"]
+    assert "loss | exploded" in failed["notes"].values()
+    (problems,) = tables["Records not used"]
+    assert problems["rows"][0]["file"] == "icl_linear/bad.json"
+    (superseded,) = tables["Superseded records"]
+    assert superseded["notes"][superseded["rows"][0]["why"]].startswith("scorer ssa v0 < v1")
     for track in ("In-context learning (ICL)", "Decoder LM", "Encoder LM", "Probes", "Cost"):
         assert f"## {track}" in readme
     data = read_results(release)

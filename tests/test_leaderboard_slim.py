@@ -64,8 +64,9 @@ def test_a_release_commits_only_its_readme_results_and_embedded_plots(repo):
     readme = (release / "README.md").read_text()
     targets = re.findall(r"\]\(([^)#]+)\)", readme)
     assert targets and all(t in kept for t in targets if not t.startswith("http")), targets
-    for image in re.finditer(r"^!\[[^\]]*\]\(([^)]+)\)\n\n(.*)$", readme, re.M):
-        assert image.group(2).startswith("*") and image.group(2).endswith("*")
+    for image in re.finditer(r"^!\[[^\]]*\]\(([^)]+)\)\n\n((?:.+\n)+)", readme, re.M):
+        caption = image.group(2).strip()
+        assert caption.startswith("*") and caption.endswith("*")
     assert len(re.findall(r"^!\[", readme, re.M)) == len(
         re.findall(r"^!\[[^\]]*\]\([^)]+\)\n\n\*", readme, re.M))
     assert "scorebench publish --rebuild r1" in readme

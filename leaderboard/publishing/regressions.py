@@ -27,7 +27,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from ..method.board import Board
-from ..rendering.text import cell_text, num
+from ..rendering.text import markdown_text, num
 
 Z_THRESHOLD = 3.0
 RELATIVE_FLOOR = 1e-4
@@ -141,11 +141,11 @@ def _compared_rows(named: list[tuple[str, dict]], now: dict[tuple, dict], z: flo
         c = now[key]
         notes = [] if name == last_name else [f"vs {name} (absent or empty in {last_name})"]
         if b["task_version"] != c["task_version"]:
-            notes.append(f"task v{b['task_version']} -> v{c['task_version']}")
+            notes.append(f"task v{b['task_version']} → v{c['task_version']}")
         if b["scorer_version"] != c["scorer_version"]:
-            notes.append(f"scorer v{b['scorer_version']} -> v{c['scorer_version']}")
+            notes.append(f"scorer v{b['scorer_version']} → v{c['scorer_version']}")
         if b["n"] != c["n"]:
-            notes.append(f"n {b['n']} -> {c['n']}")
+            notes.append(f"n {b['n']} → {c['n']}")
         rows.append({**dict(zip(KEY, key)), "direction": c["direction"], "headline": c["headline"],
                      "against": name, **classify(b, c, z, rtol), "note": "; ".join(notes)})
     columns = [*KEY, "direction", "headline", "against", "before", "now", "delta", "se", "z",
@@ -178,10 +178,10 @@ def _failure_changes(named: list[tuple[str, dict]], now: dict[tuple, dict]) -> l
 
 
 def _rows_table(frame: pd.DataFrame) -> str:
-    body = [[cell_text(r["task"]), r["profile"], f"{cell_text(r['metric'])} "
-             f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["scorer"]),
+    body = [[markdown_text(r["task"]), r["profile"], f"{markdown_text(r['metric'])} "
+             f"{'↓' if r['direction'] == 'lower' else '↑'}", markdown_text(r["scorer"]),
              num(r["before"]), num(r["now"]), f"{r['delta']:+.4g}", num(r["se"]),
-             num(r["z"]), cell_text(r["note"])] for r in frame.to_dict(orient="records")]
+             num(r["z"]), markdown_text(r["note"])] for r in frame.to_dict(orient="records")]
     return tabulate(body, headers=["task", "profile", "metric", "scorer", "before", "now", "Δ",
                                    "se", "|z|", "note"], tablefmt="github", disable_numparse=True)
 
@@ -213,8 +213,8 @@ def report(comparison: Comparison) -> str:
               ""]
     lines += ["## More failed cells", ""]
     if c.failure_regressions:
-        lines.append(tabulate([[cell_text(f["task"]), f["profile"], cell_text(f["scorer"]),
-                                str(f["before"]), str(f["now"]), cell_text(f["failures_now"])]
+        lines.append(tabulate([[markdown_text(f["task"]), f["profile"], markdown_text(f["scorer"]),
+                                str(f["before"]), str(f["now"]), markdown_text(f["failures_now"])]
                                for f in c.failure_regressions],
                               headers=["task", "profile", "scorer", "failed before", "failed now",
                                        "now"], tablefmt="github", disable_numparse=True))

@@ -29,7 +29,7 @@ from ..loading.selection import split_superseded
 from ..method import convergence, curves, neighbours, tuning
 from ..method.aggregate import aggregate
 from ..method.board import FRAMES, Board
-from ..rendering import convergence_section, curves_section, markdown, plots, tuning_section
+from ..rendering import curves_section, markdown, plots, tuning_section
 from .changes_since import changes as changes_since
 
 RELEASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -159,11 +159,7 @@ def write_release(board: Board, release_dir: Path) -> list[Path]:
     rel_extra = [p.relative_to(release_dir).as_posix() for p in extra_plots
                  if is_committed_plot(p.name)]
     readme = release_dir / "README.md"
-    text = markdown.release_readme(board, [p for p in rel_plots if p not in rel_extra])
-    sections = [convergence_section.markdown(board),
-                tuning_section.markdown(board.meta.get("tuning"), rel_extra),
-                curves_section.markdown(board.meta.get("curves"), rel_extra)]
-    text = "\n".join([text.rstrip("\n"), *[s for s in sections if s]]) + "\n"
+    text = markdown.release_readme(board, [p for p in rel_plots if p not in rel_extra], rel_extra)
     readme.write_text(text, encoding="utf-8", newline="\n")
     return [readme, *files, *plot_paths]
 

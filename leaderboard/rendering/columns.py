@@ -5,9 +5,11 @@ table shows. A title names the statistic behind its column by the name
 module say the same thing."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..method.stats import METHODS
+from .text import missing
 
 
 @dataclass(frozen=True)
@@ -183,3 +185,33 @@ def shown_rows(board, track: str) -> list[dict]:
         scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
     return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline
             or len(scorers[(r["profile"], r["task"])]) <= DETAIL_MAX_SCORERS]
+
+
+def field(frame: str, key: str) -> Field:
+    """The one definition of a column: of ``frame`` ("rows", "overall" or "claims"), else one
+    only the markdown shows."""
+    known = CLAIM_FIELDS if frame == "claims" else FIELDS[frame]
+    return known[key] if key in known else MARKDOWN_FIELDS[key]
+
+
+def labels(frame: str, keys: Iterable[str], baseline: str = "") -> list[str]:
+    """The headers of ``keys`` as every view of the release names them."""
+    return [field(frame, k).label.format(baseline=baseline) for k in keys]
+
+
+def scorer_order(overall: list[dict], profile: str, rows: list[dict]) -> tuple[list[str], str]:
+    """The scorers of a track's headline matrix (``rows``: the track's rows at ``profile``) and
+    what orders them: the overall's order (tier, then score) where it has them all, else the
+    first headline metric's mean, best first."""
+    scorers = sorted({r["scorer"] for r in rows})
+    ranked = [r["scorer"] for r in overall if r["profile"] == profile]
+    if set(scorers) <= set(ranked):
+        return [s for s in ranked if s in scorers], "overall order (tier, then score)"
+    heads = [r for r in rows if r["headline"]] or rows
+    first = (heads[0]["task"], heads[0]["metric"])
+    sign = 1.0 if heads[0]["direction"] == "lower" else -1.0
+    mean = {r["scorer"]: r["mean"] for r in heads if (r["task"], r["metric"]) == first}
+    order = sorted(scorers, key=lambda s: (missing(mean.get(s)),
+                                           0.0 if missing(mean.get(s)) else sign * mean[s],
+                                           s))
+    return order, f"{first[0]} · {first[1]}, best first"

@@ -11,8 +11,9 @@ scorer whose seeds split says so), how the seeds stopped, and the neighbouring-r
 each verdict."""
 from __future__ import annotations
 
+from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
-from .text import cell_text, missing, num, verdict_mark
+from .text import markdown_text, missing, num, verdict_mark
 
 # Each column of a task's table: its header and what it means (the page's header title).
 COLUMNS = (
@@ -28,6 +29,8 @@ COLUMNS = (
     ("verdict at the neighbouring rates", "Whether each verdict against the baseline keeps its "
      "sign at the scorer's neighbouring learning rates."),
 )
+# The columns whose text carries a record's strings (scorer labels, metric names).
+RECORD_TEXT = {"scorer", "level at the stop", "verdict at the neighbouring rates"}
 
 
 def speed_text(s: dict) -> str:
@@ -109,11 +112,10 @@ def markdown(board) -> str:
     """The release's section on level, speed and reliability; empty without convergence."""
     if not board.meta.get("convergence"):
         return ""
-    lines = ["## Level, speed and reliability", "", method_text(board), ""]
+    lines = ["## Level, speed and reliability", "", wrap(method_text(board)), ""]
+    headers = [h for h, _ in COLUMNS]
     for task in sorted(board.meta["convergence"]):
-        lines += [f"### {task}", "", "| " + " | ".join(h for h, _ in COLUMNS) + " |",
-                  "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(cell_text(c) for c in cells) + " |"
-                  for cells in task_rows(board, task)]
-        lines.append("")
+        body = [[markdown_text(c) if h in RECORD_TEXT else c for h, c in zip(headers, cells)]
+                for cells in task_rows(board, task)]
+        lines += [f"### {markdown_text(task)}", ""] + block(fitted(body, headers))
     return "\n".join(lines)

@@ -9,7 +9,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from ..method.anchors import bounds
+from .markdown_layout import block, fitted, wrap
 from .plots import CAPTIONS, SCORER_STYLE, panel_plot
+from .text import markdown_text, number_format
 
 
 def render(curves: dict | None, outdir: Path) -> list[Path]:
@@ -53,36 +55,41 @@ def _draw(ax, c: dict, label: str, style: dict, low: float, high: float) -> None
         ax.axhline(level, color="0.4", lw=0.8, ls=":")
 
 
-def _num(x) -> str:
-    return "–" if x is None or not np.isfinite(x) else f"{x:.4g}"
+def _finite(x) -> bool:
+    return x is not None and bool(np.isfinite(x))
+
+
+def _num(x, fmt=lambda x: f"{x:.4g}") -> str:
+    return fmt(x) if _finite(x) else "–"
 
 
 def markdown(curves: dict | None, plots: list[str]) -> str:
     if not curves:
         return ""
     lines = ["## Learning curves", "",
-             "Every training task scores its validation metric at about 8 log-spaced steps on a "
-             "small validation subset (tasks/validation.py); below, per scorer, the final "
-             "validation value (every validation item, mean over seeds) and the first of those "
-             "steps at which the mean curve reaches the declared fraction of the baseline's "
-             "final curve value (– : never)."
-             + (" A task trained to convergence shows instead the stopping rule's curve, "
-                "evaluated every few steps to the stop, a seed that stopped standing at its best "
-                "value after it, and each scorer's median stop step."
-                if any(c.get("dense") for c in curves.values()) else ""), ""]
+             wrap("Every training task scores its validation metric at about 8 log-spaced steps "
+                  "on a small validation subset (tasks/validation.py); below, per scorer, the "
+                  "final validation value (every validation item, mean over seeds) and the first "
+                  "of those steps at which the mean curve reaches the declared fraction of the "
+                  "baseline's final curve value (– : never)."
+                  + (" A task trained to convergence shows instead the stopping rule's curve, "
+                     "evaluated every few steps to the stop, a seed that stopped standing at its "
+                     "best value after it, and each scorer's median stop step."
+                     if any(c.get("dense") for c in curves.values()) else "")), ""]
     for key, c in sorted(curves.items()):
         rule = ("≥ {r:g} x" if c["direction"] == "higher" else "≤ 1/{r:g} x").format(r=c["reach"])
         dense = c.get("dense")
-        lines += [f"### {key} ({c['metric']}, {c['direction']} is better)", "",
-                  f"| scorer | seeds | final {c['metric']} | first step {rule} "
-                  f"{c['baseline']}'s final |" + (" median stop step |" if dense else ""),
-                  "|---|---|---|---|" + ("---|" if dense else "")]
-        for label, s in sorted(c["scorers"].items()):
-            step = s.get("reach_step")
-            lines.append(f"| {label} | {s['seeds']} | {_num(s['final'])} | "
-                         f"{'–' if step is None else step} |"
-                         + (f" {_num(s.get('stop_step'))} |" if dense else ""))
-        lines.append("")
+        metric = markdown_text(c["metric"])
+        headers = ["scorer", "seeds", f"final {metric}",
+                   f"first step {rule} {markdown_text(c['baseline'])}'s final"] + (
+            ["median stop step"] if dense else [])
+        finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
+        body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
+                 "–" if s.get("reach_step") is None else str(s["reach_step"])]
+                + ([_num(s.get("stop_step"))] if dense else [])
+                for label, s in sorted(c["scorers"].items())]
+        lines += [f"### {markdown_text(key)} ({metric}, {c['direction']} is better)", ""]
+        lines += block(fitted(body, headers))
         lines += [f"![{key}: learning curves]({p})\n\n"
                   f"*{CAPTIONS['curves'].format(task=key, metric=c['metric'])}*"
                   for p in plots if Path(p).name.startswith("curves__" + key.replace("/", "-"))]

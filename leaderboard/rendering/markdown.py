@@ -3,21 +3,16 @@ release README and the root LEADERBOARD.md. Everything shown is read from the Bo
 recomputed."""
 from __future__ import annotations
 
-import textwrap
-from typing import Iterable
-
 import pandas as pd
-from tabulate import tabulate
 
 from ..loading.schema import TRACKS
-from ..method.board import DESCRIPTIVE_TRACKS
-from . import notes, summary
-from .columns import CLAIM_FIELDS, DETAIL_MAX_SCORERS, FIELDS, MARKDOWN_FIELDS, shown_rows
+from . import convergence_section, curves_section, notes, summary, track_section, tuning_section
+from .columns import DETAIL_MAX_SCORERS, field, labels
+from .markdown_layout import Notes, block, bullets, fitted, wrap
 from .plots import CAPTIONS
-from .text import (TRACK_TITLES, cell_text, claim_verdict_text, delta_text, failed_text,
-                   failures_text, interval, joined, mean_text, missing, normalized_text, num,
-                   outside_text, poi_tasks_text, poi_text, pval, rank_without_text, score_text,
-                   scorer_text, short_shas, tasks_text, tier_text)
+from .text import (TRACK_TITLES, arrow, claim_verdict_text, column_format, failed_text, interval,
+                   joined, markdown_text, missing, num, outside_text, poi_tasks_text, pval,
+                   rank_without_text, short_shas, signed, tasks_text, tier_text, value_text)
 
 MESSAGE_WIDTH = 120
 
@@ -26,22 +21,31 @@ METHOD = """\
   with a value; mean and std are over those seeds. Headline metrics are shown here, and every
   metric of a task run by at most {detail} scorers; all of them are in `results.csv` /
   `results.json`.
+- **Layout.** Each track opens with a matrix of scorers × headline metrics: each mean, bold in
+  tier 1 of its metric, with its mark against {baseline} (▲ / ▼ better / worse, · no verdict,
+  – uninformative), split by task where one table would be too wide. Each metric then has its
+  own table of statistics (at most ten columns). Every number of a metric's column has one
+  number of decimals, the interval's endpoints too (three significant digits of the column's
+  median value, two of its narrowest interval), so the values line up; the reason of an n/a
+  cell, and any text too long for a cell, is a numbered note under its table. The release's
+  dates, harness commits and hardware are stated once, at the top.
 - **The seed is the unit.** A seed's value is its mean over the evaluation items, so item noise
   enters once, through each seed's mean. **95% CI**: Student t on the seed values,
   mean ± t(n-1) · s/√n (needs n >= 2). It is calibrated at 3 to 10 seeds: in simulation it covers
   the true mean in 95% of rows whether seed or item noise dominates (the former two-stage
-  bootstrap covered about 75% at three seeds). The column **items only** is a different
-  question, "given these trained models": a percentile bootstrap ({n_boot} replicates) over items
-  only, one item draw shared by all seeds evaluated on the same items. It says how much the
-  evaluation set alone moves the number, not how another training run would land.
+  bootstrap covered about 75% at three seeds). The **items-only** interval (on the page and in
+  `results.csv`) is a different question, "given these trained models": a percentile bootstrap
+  ({n_boot} replicates) over items only, one item draw shared by all seeds evaluated on the same
+  items. It says how much the evaluation set alone moves the number, not how another training
+  run would land.
 - **Δ vs {baseline}** is the mean paired difference on the seeds both ran; **p** is the paired t
   test on the per-seed differences (two-sided), corrected twice: Holm per scorer across the
   tasks and headline metrics of a profile (secondary metrics form their own family), and
   Benjamini-Hochberg across the scorers compared with {baseline} on one metric. *better* /
   *worse* need both corrected p <= {alpha} and |Δ| at least the metric's minimum effect.
-  **p sign-flip** is the exact sign-flip permutation test over the seed differences
-  (uncorrected, assumes no normality): it cannot go below 2^(1-n), so below six seeds it cannot
-  reach α = 0.05 and is n/a.
+  **p sign-flip** (on the page and in `results.csv`, with p (BH)) is the exact sign-flip
+  permutation test over the seed differences (uncorrected, assumes no normality): it cannot go
+  below 2^(1-n), so below six seeds it cannot reach α = 0.05 and is n/a.
 - **No verdict below the practical size.** Differences within a numeric tolerance ({tie_tol:g}
   relative) are zero. Each metric has a minimum effect in its own units (see *Practical size*
   below): a significant |Δ| below it is *within resolution*, never better or worse, and no
@@ -83,7 +87,7 @@ METHOD = """\
   that cannot apply (the cell was `skipped`, or the task does not compute it for that scorer) is
   **n/a** with the reason, not a failure; the failed-cells section counts the same cells. A
   headline metric of the overall that a scorer cannot report is left out of its task score and
-  named in its row.
+  named in a note on its row.
 - **Overall**: per profile, over the ICL, decoder and encoder tasks that every scorer has records
   of (a task run by some scorers only is named under the table), and their informative headline
   metrics with both anchors (the others are listed under the table). **The headline** is
@@ -136,7 +140,8 @@ METHOD = """\
   4x the training context over the same tokens, RoPE as trained (floor: the unigram perplexity);
   a scorer defined only up to its training length has no value beyond it.
 - **Superseded** records (older task, scorer or harness records version than the newest seen)
-  are listed, not used. Each row's date, harness git sha and hardware come from its records' provenance.
+  are listed, not used. Each row's date, harness git sha and hardware come from its records'
+  provenance (in `results.csv` and on the page).
 - **Precision**: the statistics use no BLAS or LAPACK (the items-only bootstrap resamples the
   items' mean over seeds by integer counts or indices; sums are numpy's fixed-order reductions),
   so `results.json` is the same bytes on any CPU, BLAS kernel and thread count for the same
@@ -158,134 +163,98 @@ def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
     return {key: sorted(tasks) for key, tasks in out.items()}
 
 
-def _field(frame: str, key: str):
-    """The one definition of a column (:mod:`leaderboard.rendering.columns`)."""
-    known = CLAIM_FIELDS if frame == "claims" else FIELDS[frame]
-    return known[key] if key in known else MARKDOWN_FIELDS[key]
-
-
-def labels(frame: str, keys: Iterable[str], baseline: str = "") -> list[str]:
-    """The headers of ``keys`` as every view of the release names them."""
-    return [_field(frame, k).label.format(baseline=baseline) for k in keys]
-
-
-def column_legend(baseline: str) -> str:
+def column_legend(baseline: str) -> list[str]:
     """What each column of the tables above means, from the same definitions as the page's
-    header titles."""
-    groups = (("Track tables", "rows", ("mean", "normalized", "ci_items_low", "n",
-                                        "delta_vs_baseline",
-                                        "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip",
-                                        "tier", "rank_low", "failures")),
-              ("Overall", "overall", ("poi", "score", "tier", "rank_low", "poi_tasks",
-                                      "rank_without", "outside_anchors", "n_tasks",
-                                      "tier1_tasks", "n_failed")),
+    header titles, and where the row fields the README leaves out are."""
+    groups = (("Per-metric statistics", "rows", track_section.STATISTICS[1:]),
+              ("Overall", "overall", tuple(k for k in OVERALL + RESTS_ON if k != "scorer")),
               ("Claims", "claims", ("effect", "min_effect", "p", "detectable", "verdict",
                                     "reason")))
-    lines = []
-    for title, frame, keys in groups:
-        lines.append(f"- **{title}**: " + "; ".join(
-            f"*{f.label.format(baseline=baseline)}*: {f.title}"
-            for f in (_field(frame, k) for k in keys)))
-    return "\n".join(lines)
-
-
-def _table(rows: list[list], headers: list[str]) -> str:
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    lines = [f"**{title}**: " + "; ".join(
+        f"*{f.label.format(baseline=baseline)}*: {f.title}"
+        for f in (field(frame, k) for k in keys)) for title, frame, keys in groups]
+    left_out = ", ".join(f"*{label}*" for label in labels("rows", track_section.ON_THE_PAGE))
+    lines.append(f"**Left to the page**: {left_out}, and each row's date, harness commit and "
+                 "hardware (stated once for the release at the top) are in `results.json.gz`, "
+                 "`results.csv` and on the page (`index.html`), not in these tables.")
+    return lines
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict(orient="records")
 
 
-def track_table(board, track: str) -> str:
-    rows = shown_rows(board, track)
-    if not rows:
-        return "No records for this track in this release."
-    baseline = board.meta.get("baseline", "softmax")
-    multi = len({r["profile"] for r in rows}) > 1
-    headers = (["profile"] if multi else []) + ["task", "metric"] + labels(
-        "rows", ("scorer", "mean", "normalized", "ci_items_low", "n", "delta_vs_baseline",
-                 "p_vs_baseline_holm", "p_vs_baseline_bh", "p_signflip", "tier", "rank_low",
-                 "failures"), baseline) + ["date", "harness", "hardware"]
-    body = []
-    for r in rows:
-        arrow = " ↓" if r["direction"] == "lower" else " ↑"
-        body.append(([r["profile"]] if multi else []) + [
-            cell_text(r["task"]), f"{cell_text(r['metric'])}{arrow}",
-            cell_text(scorer_text(r)), cell_text(mean_text(r)),
-            normalized_text(r),
-            interval(r["ci_items_low"], r["ci_items_high"]), str(r["n"]),
-            delta_text(r, baseline),
-            pval(r["p_vs_baseline_holm"]),
-            pval(r["p_vs_baseline_bh"]), pval(r["p_signflip"]), tier_text(r),
-            interval(r["rank_low"], r["rank_high"], integer=True), failures_text(r["failures"]),
-            r["date"], short_shas(r["git_sha"]), cell_text(joined(r["hardware"]))])
-    return _table(body, headers)
-
-
-def power_lines(board, track: str) -> list[str]:
-    """Per shown (profile, task, metric): the smallest difference vs the baseline detectable at
-    80% power, from the rows' n and the spread of their per-seed differences (the median over the
-    scorers compared)."""
-    baseline = board.meta.get("baseline", "softmax")
-    groups: dict[tuple, list[dict]] = {}
-    for r in shown_rows(board, track):
-        groups.setdefault((r["profile"], r["task"], r["metric"]), []).append(r)
-    out = []
-    for (profile, task, metric), rows in groups.items():
-        tested = [r for r in rows if not missing(r["detectable_vs_baseline"])
-                  and r.get("informative") is not False and not r.get("degenerate")]
-        if not tested:
-            continue
-        ns = sorted({int(r["n_paired"]) for r in tested})
-        detectable = pd.Series([r["detectable_vs_baseline"] for r in tested]).median()
-        spread = pd.Series([r["sd_paired"] for r in tested]).median()
-        out.append(f"{task} / {metric} ({profile}): differences vs {baseline} smaller than "
-                   f"{num(detectable)} are below 80% power (n = {', '.join(map(str, ns))} "
-                   f"seeds, sd of per-seed differences {num(spread)}, median over "
-                   f"{len(tested)} scorers)")
-    return out
+# The overall's columns: the answer, and what it rests on (one table each, so neither is wide).
+OVERALL = ("tier", "scorer", "poi", "score", "rank_low", "n_tasks", "tier1_tasks", "n_failed")
+RESTS_ON = ("scorer", "poi_tasks", "rank_without", "outside_anchors")
 
 
 def overall_table(board) -> str:
+    """Per profile, the overall's table (tier, headline and normalized score with their
+    intervals, rank, tasks, failures; the names of n/a tasks as notes) and the table of what
+    each scorer's overall rests on."""
     rows = _records(board.overall)
     if not rows:
         return "No quality-track records in this release."
     skipped = skipped_tasks(board)
-    multi = len({r["profile"] for r in rows}) > 1
     baseline = board.meta.get("baseline", "softmax")
-    headers = (["profile"] if multi else []) + labels(
-        "overall", ("tier", "scorer", "poi", "score", "rank_low", "poi_tasks", "rank_without",
-                    "outside_anchors", "n_tasks", "tier1_tasks", "n_failed"), baseline) + [
-        "date", "harness", "hardware"]
-    body = []
-    for r in rows:
-        body.append(([r["profile"]] if multi else []) + [
-            tier_text(r), cell_text(r["scorer"]), poi_text(r), score_text(r),
-            interval(r["rank_low"], r["rank_high"], integer=True),
-            cell_text(poi_tasks_text(r)),
-            cell_text(rank_without_text(r)), cell_text(outside_text(r)), tasks_text(r, skipped),
-            str(r["tier1_tasks"]), failed_text(r), r["date"], short_shas(r["git_sha"]),
-            cell_text(joined(r["hardware"]))])
-    return _table(body, headers)
+    profiles = sorted({r["profile"] for r in rows})
+    out: list[str] = []
+    for profile in profiles:
+        prows = [r for r in rows if r["profile"] == profile]
+        marks = Notes()
+        poi = column_format(prows, "poi", "poi_low", "poi_high")
+        score = column_format(prows, "score", "ci_low", "ci_high")
+        main = [[tier_text(r), markdown_text(r["scorer"]),
+                 value_text(r, "poi", "poi_low", "poi_high", poi),
+                 value_text(r, "score", "ci_low", "ci_high", score),
+                 interval(r["rank_low"], r["rank_high"], integer=True),
+                 tasks_text(r, skipped, marks.mark), str(r["tier1_tasks"]), failed_text(r)]
+                for r in prows]
+        rests = [[markdown_text(r["scorer"]), markdown_text(poi_tasks_text(r)),
+                  markdown_text(rank_without_text(r)), markdown_text(outside_text(r))]
+                 for r in prows]
+        out += [f"Profile {markdown_text(profile)}:", ""] if len(profiles) > 1 else []
+        out += block(fitted(main, labels("overall", OVERALL, baseline))) + bullets(marks.items())
+        out += [wrap(f"What each scorer's overall rests on: its P(better than "
+                     f"{markdown_text(baseline)}) on "
+                     "each task, its overall rank with each task left out (not a rank on that "
+                     "task), and the tasks where its normalized score leaves [0, 1]."), ""]
+        out += block(fitted(rests, labels("overall", RESTS_ON, baseline)))
+    return "\n".join(out).rstrip()
 
 
 def claims_table(board) -> str:
+    """The claims' verdicts, one row per claim and scorer (the reasons as notes), and what each
+    claim says under it."""
     rows = _records(board.claims)
     if not rows:
         return "No row of this release holds a claim's metric."
-    body = [[cell_text(r["id"]), cell_text(r["claim"]), cell_text(r["source"]), r["profile"],
-             f"{cell_text(r['scorer'])} vs {cell_text(r['baseline'])}"
-             + (" (beside)" if r.get("role") == "beside" else ""),
-             f"{cell_text(r['task'])} / {cell_text(r['metric'])} "
-             f"{'↓' if r['direction'] == 'lower' else '↑'}", cell_text(r["paper"]),
-             "n/a" if missing(r["effect"]) else
-             f"{r['effect']:+.4g} {interval(r['ci_low'], r['ci_high'])}",
-             num(r.get("min_effect")), pval(r["p"]), str(r["n_seeds"]),
-             cell_text(claim_verdict_text(r))] for r in rows]
-    return _table(body, ["claim", "text", "source", "profile", "scorer", "task / metric",
-                         "paper", *labels("claims", ("effect", "min_effect")), "p (Holm)", "n",
-                         "verdict"])
+    multi = len({r["profile"] for r in rows}) > 1
+    marks = Notes()
+    effects = {c: column_format([r for r in rows if r["id"] == c], "effect", "ci_low", "ci_high")
+               for c in {r["id"] for r in rows}}
+
+    def effect(r: dict) -> str:
+        text = value_text(r, "effect", "ci_low", "ci_high", effects[r["id"]])
+        return text if missing(r["effect"]) else signed(text)
+
+    body = [[markdown_text(r["id"])] + ([markdown_text(r["profile"])] if multi else []) + [
+        markdown_text(r["scorer"]) + (" (beside)" if r.get("role") == "beside" else ""),
+        effect(r), num(r.get("min_effect")), pval(r["p"]), str(r["n_seeds"]),
+        claim_verdict_text(r, marks.mark)] for r in rows]
+    headers = ["claim"] + (["profile"] if multi else []) + [
+        "scorer", *labels("claims", ("effect", "min_effect")), "p (Holm)", "n", "verdict"]
+    first: dict[str, dict] = {}
+    for r in rows:
+        first.setdefault(r["id"], r)
+    claims = [f"**{markdown_text(c)}** ({markdown_text(r['task'])} / "
+              f"{markdown_text(r['metric'])} {arrow(r['direction'])}, against "
+              f"{markdown_text(r['baseline'])}): {markdown_text(str(r['claim']).rstrip('.'))}. "
+              f"Source: {markdown_text(r['source'])}; paper: {markdown_text(r['paper'])}."
+              for c, r in first.items()]
+    return "\n".join(block(fitted(body, headers)) + bullets(marks.items())
+                     + [wrap(line, "- ") for line in claims]).rstrip()
 
 
 def failed_cells_sentence(board) -> str:
@@ -300,50 +269,69 @@ def failed_cells_sentence(board) -> str:
 
 
 def failed_cells_table(board) -> str:
+    """The failed and skipped cells, one row per profile, task, scorer, status and message with
+    its seeds and steps; the messages as notes."""
     rows = _records(board.failed_cells)
     if not rows:
-        return failed_cells_sentence(board)
-    body = []
+        return wrap(failed_cells_sentence(board))
+    multi = len({r["profile"] for r in rows}) > 1
+    cells: dict[tuple, list[dict]] = {}
     for r in rows:
-        message = cell_text(r["message"])
+        cells.setdefault((r["profile"], r["task"], r["scorer"], r["status"], r["message"]),
+                         []).append(r)
+    marks = Notes()
+    body = []
+    for (profile, task, scorer, status, message), group in cells.items():
+        message = " ".join(str(message or "").split())
         if len(message) > MESSAGE_WIDTH:
             message = message[:MESSAGE_WIDTH - 1] + "…"
-        body.append([r["profile"], cell_text(r["task"]), cell_text(r["scorer"]), str(r["seed"]),
-                     cell_text(r["status"]), "" if missing(r["step"]) else str(r["step"]),
-                     message, r["date"]])
-    return failed_cells_sentence(board) + "\n\n" + _table(
-        body, ["profile", "task", "scorer", "seed", "status", "step", "message", "date"])
+        steps = sorted({str(r["step"]) for r in group if not missing(r["step"])})
+        body.append(([profile] if multi else []) + [
+            markdown_text(task), markdown_text(scorer),
+            ", ".join(str(r["seed"]) for r in sorted(group, key=lambda r: r["seed"])),
+            markdown_text(status), ", ".join(steps), marks.mark(message) if message else ""])
+    headers = (["profile"] if multi else []) + ["task", "scorer", "seeds", "status", "step",
+                                                "message"]
+    return "\n".join([wrap(failed_cells_sentence(board)), ""] + block(fitted(body, headers))
+                     + bullets(marks.items())).rstrip()
 
 
 def superseded_table(board) -> str:
     rows = _records(board.superseded)
     if not rows:
         return "None."
-    return _table([[cell_text(r["task"]), str(r["task_version"]), cell_text(r["scorer"]),
-                    str(r["scorer_version"]), r["profile"], str(r["n_cells"]),
-                    cell_text(r["reason"])] for r in rows],
-                  ["task", "task v", "scorer", "scorer v", "profile", "cells", "why"])
+    marks = Notes()
+    body = [[markdown_text(r["task"]), str(r["task_version"]), markdown_text(r["scorer"]),
+             str(r["scorer_version"]), markdown_text(r["profile"]), str(r["n_cells"]),
+             marks.mark(r["reason"])] for r in rows]
+    return "\n".join(block(fitted(body, ["task", "task v", "scorer", "scorer v", "profile",
+                                         "cells", "why"])) + bullets(marks.items())).rstrip()
 
 
 def problems_table(board) -> str:
     rows = _records(board.problems)
     if not rows:
         return "None."
-    return _table([[cell_text(r["path"]), "skipped" if r["skipped"] else "partly used",
-                    cell_text(r["reason"])] for r in rows], ["file", "effect", "reason"])
+    marks = Notes()
+    body = [[markdown_text(r["path"]), "skipped" if r["skipped"] else "partly used",
+             marks.mark(r["reason"])] for r in rows]
+    return "\n".join(block(fitted(body, ["file", "effect", "reason"]))
+                     + bullets(marks.items())).rstrip()
 
 
 def header_lines(board) -> list[str]:
+    """The release's provenance, stated once: its records, dates, harness commits, hardware and
+    baseline."""
     m = board.meta
-    return [
-        f"- Records: {m['n_used']} used of {m['n_files']} files ({m['n_superseded']} superseded, "
-        f"{m['n_problems']} problems listed below); profiles: {', '.join(m['profiles']) or 'none'}",
-        f"- Dates: {m['date_first']} to {m['date_last']}",
-        f"- Harness (git): {short_shas(m['git_sha'])}; "
-        f"scorebench {', '.join(m['harness_version'])}",
-        f"- Hardware: {cell_text(joined(m['hardware']))}",
-        f"- Baseline for paired tests: `{m['baseline']}`; α = {m['alpha']}",
-    ]
+    return [wrap(line, "- ") for line in (
+        f"Records: {m['n_used']} used of {m['n_files']} files ({m['n_superseded']} superseded, "
+        f"{m['n_problems']} problems listed below); profiles: "
+        f"{markdown_text(', '.join(m['profiles'])) or 'none'}",
+        f"Dates: {m['date_first']} to {m['date_last']}",
+        f"Harness (git): {short_shas(m['git_sha'])}; "
+        f"scorebench {markdown_text(', '.join(m['harness_version']))}",
+        f"Hardware: {markdown_text(joined(m['hardware']))}",
+        f"Baseline for paired tests: {markdown_text(m['baseline'])}; α = {m['alpha']}")]
 
 
 def plot_caption(path: str) -> str:
@@ -360,8 +348,8 @@ def plot_caption(path: str) -> str:
 
 def plot_links(plots: list[str], prefix: str = "") -> list[str]:
     """Each plot embedded with its caption under it."""
-    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({prefix}{p})\n\n{plot_caption(p)}"
-            for p in plots]
+    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({prefix}{p})\n\n"
+            f"{wrap(plot_caption(p))}" for p in plots]
 
 
 REBUILD_NOTE = ("Committed: this README, `results.json.gz` (every number below and all metrics, "
@@ -370,35 +358,28 @@ REBUILD_NOTE = ("Committed: this README, `results.json.gz` (every number below a
                 "`scorers.json` are rebuilt from `results.json.gz` alone: "
                 "`scorebench publish --rebuild {release} --out leaderboard/releases`.")
 
+CLAIMS_INTRO = ("The SSA paper's claims (`leaderboard/method/claims.toml`), judged per profile on "
+                "the paper's own variant (scorers marked *beside* are shown next to it): effect = "
+                "scorer - baseline, paired over common seeds; paired t test, Holm across the "
+                "claims of a profile (the scorers beside form their own family); *supported* / "
+                "*contradicted* need adjusted p <= α and the claim's declared minimum effect; *not "
+                "supported* gives the difference detectable at the verdict's corrected level; "
+                "*uninformative* (the metric cannot tell at this profile) and *degenerate* (no "
+                "spread to test) are not tests. What each claim says, and on which metric, is "
+                "listed under the table.")
+
 
 def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) -> list[str]:
-    """The body shared by the release README and LEADERBOARD.md."""
+    """The body of the release README, from the overall to the plots."""
     h = "#" * level
-    outside = notes.outside_overall(board)
-    out = [f"{h} Overall", "", overall_table(board), ""]
     unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
                   for line in board.meta.get("unanchored", [])]
-    unanchored += notes.overall_notes(board)
-    out += [f"- {line}" for line in outside + unanchored] + ([""] if outside + unanchored else [])
-    out += [f"{h} Claims", "", "The SSA paper's claims (`leaderboard/method/claims.toml`), judged per "
-            "profile on the paper's own variant (scorers marked *beside* are shown next to it): "
-            "effect = scorer - baseline, paired over common seeds; paired t test, Holm across "
-            "the claims of a profile (the scorers beside form their own family); *supported* / "
-            "*contradicted* need adjusted p <= α and the claim's declared minimum effect; *not "
-            "supported* gives the difference detectable at the verdict's corrected level; "
-            "*uninformative* (the metric cannot tell at this profile) and *degenerate* (no "
-            "spread to test) are not tests.", "", claims_table(board), ""]
+    out = [f"{h} Overall", "", overall_table(board), ""]
+    out += bullets(notes.outside_overall(board) + unanchored + notes.overall_notes(board))
+    out += [f"{h} Claims", "", wrap(CLAIMS_INTRO), "", claims_table(board), ""]
     for track in TRACKS:
-        out += [f"{h} {TRACK_TITLES[track]}", ""]
-        if track in DESCRIPTIVE_TRACKS:
-            out += ["Descriptive: no better/worse, tiers or ranks; not part of the overall.", ""]
-        out += [track_table(board, track), ""]
-        power = power_lines(board, track) if track not in DESCRIPTIVE_TRACKS else []
-        if track not in DESCRIPTIVE_TRACKS:
-            shown = shown_rows(board, track)
-            power += notes.metric_notes(shown) + notes.not_learned_notes(shown)
-            power += [notes.LEGEND] if shown else []
-        out += [f"- {line}" for line in power] + ([""] if power else [])
+        out += [f"{h} {TRACK_TITLES[track]}", ""] + track_section.track_section(board, track,
+                                                                                 level)
     out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",
             f"{h} Superseded records", "", superseded_table(board), "",
             f"{h} Records not used", "", problems_table(board), ""]
@@ -407,65 +388,79 @@ def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) ->
     return out
 
 
-def release_readme(board, plots: list[str]) -> str:
+def release_readme(board, plots: list[str], section_plots: list[str] = ()) -> str:
+    """The release README: provenance once, the board's sections, what changed, the method, and
+    the sections of the tuning protocol, the convergence and the learning curves (their plots
+    among ``section_plots``)."""
     m = board.meta
-    lines = [f"# scorebench leaderboard: {m['release']}", ""] + header_lines(board) + [""]
-    lines += [REBUILD_NOTE.format(release=m["release"]), ""]
+    lines = [f"# scorebench leaderboard: {markdown_text(m['release'])}", ""]
+    lines += header_lines(board) + [""]
+    lines += [wrap(REBUILD_NOTE.format(release=m["release"])), ""]
     lines += board_sections(board, plots)
     if m.get("changes"):
         lines += [changes_section(m["changes"])]
     lines += ["## Method", "", method_text(m)]
-    return "\n".join(lines).rstrip() + "\n"
+    sections = [convergence_section.markdown(board),
+                tuning_section.markdown(m.get("tuning"), list(section_plots)),
+                curves_section.markdown(m.get("curves"), list(section_plots))]
+    return "\n".join([*lines, *[s for s in sections if s]]).rstrip() + "\n"
+
+
+def _changes_table(title: str, headers: list[str], rows: list[list], noted: int = 1
+                   ) -> list[str]:
+    """A table of what changed, its last ``noted`` columns (why, the rule, speed or level) as
+    notes."""
+    marks = Notes()
+    body = [[markdown_text(c) for c in r[:-noted]] + [marks.mark(c) if c else "" for c in
+                                                       r[-noted:]] for r in rows]
+    return [wrap(title), ""] + block(fitted(body, headers)) + bullets(marks.items())
 
 
 def changes_section(ch: dict) -> str:
     """The release README's section on what changed since ``ch["against"]``."""
-    lines = [f"## What changed since {ch['against']}", "",
-             "Rows matched by profile, task, metric and scorer in both releases; a verdict is the "
-             "row's comparison with the baseline, a tier its membership in the task's tiers.", "",
-             "| profile | task | rows in both | verdicts changed | tiers changed | rows new | "
-             "rows gone |", "|---|---|---|---|---|---|---|"]
-    for t in ch["tasks"]:
-        lines.append(f"| {t['profile']} | {t['task']} | {t['compared']} | {len(t['verdicts'])} | "
-                     f"{len(t['tiers'])} | {t['only_now']} | {t['only_before']} |")
-    lines.append("")
+    lines = [f"## What changed since {markdown_text(ch['against'])}", "",
+             wrap("Rows matched by profile, task, metric and scorer in both releases; a verdict "
+                  "is the row's comparison with the baseline, a tier its membership in the "
+                  "task's tiers."), ""]
+    lines += block(fitted([[markdown_text(t["profile"]), markdown_text(t["task"]),
+                            str(t["compared"]), str(len(t["verdicts"])), str(len(t["tiers"])),
+                            str(t["only_now"]), str(t["only_before"])] for t in ch["tasks"]],
+                          ["profile", "task", "rows in both", "verdicts changed",
+                           "tiers changed", "rows new", "rows gone"], keep=2))
     for o in ch["overall"]:
         rho = ("not computed (fewer than 3 scorers in both)" if o["rho"] is None
                else f"{o['rho']:.3f}")
-        lines.append(f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
-                     f"{len(o['scorers'])} scorers in both"
-                     + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
-                     + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "")
-                     + ".")
+        lines.append(wrap(markdown_text(
+            f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
+            f"{len(o['scorers'])} scorers in both"
+            + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
+            + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "") + ".")))
+        lines.append("")
     if ch.get("overall_tiers"):
-        lines += ["", "Overall tiers that changed:", "",
-                  "| profile | scorer | before | now | why |", "|---|---|---|---|---|"]
-        lines += [f"| {p} | {s} | {a} | {b} | {w} |" for p, s, a, b, w in ch["overall_tiers"]]
+        lines += _changes_table("Overall tiers that changed:",
+                                ["profile", "scorer", "before", "now", "why"],
+                                [list(r) for r in ch["overall_tiers"]])
     if ch.get("claims"):
-        lines += ["", "Claim verdicts that changed:", "",
-                  "| profile | claim | scorer | before | now | why |", "|---|---|---|---|---|---|"]
-        lines += [f"| {p} | {i} | {s} | {a} | {b} | {w} |" for p, i, s, a, b, w in ch["claims"]]
-    changed = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
-    if changed:
-        why = any(len(v) > 5 for _, v in changed)
-        lines += ["", "Verdicts that changed"
-                  + (" (on a task now trained to convergence, by speed or by level: speed when "
-                     "the scorer's or the baseline's median seed reached the target only after "
-                     "the earlier release's step budget)" if why else "") + ":", "",
-                  "| task | metric | scorer | before | now | rule |" + (" speed or level |" if why
-                                                                        else ""),
-                  "|---|---|---|---|---|---|" + ("---|" if why else "")]
-        lines += [f"| {task} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | "
-                  f"{v[4] if len(v) > 4 else ''} |" + (f" {v[5] if len(v) > 5 else ''} |" if why
-                                                      else "")
-                  for task, v in changed]
-    tiers = [(t["task"], v) for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
+        lines += _changes_table("Claim verdicts that changed:",
+                                ["profile", "claim", "scorer", "before", "now", "why"],
+                                [list(r) for r in ch["claims"]])
+    verdicts = [(t["task"], v) for t in ch["tasks"] for v in t["verdicts"]]
+    if verdicts:
+        why = any(len(v) > 5 for _, v in verdicts)
+        width = 6 if why else 5      # metric, scorer, before, now, rule[, speed or level]
+        lines += _changes_table(
+            "Verdicts that changed"
+            + (" (on a task now trained to convergence, by speed or by level: speed when the "
+               "scorer's or the baseline's median seed reached the target only after the "
+               "earlier release's step budget)" if why else "") + ":",
+            ["task", "metric", "scorer", "before", "now", "rule"]
+            + (["speed or level"] if why else []),
+            [[task, *(list(v) + [""] * width)[:width]] for task, v in verdicts], width - 4)
+    tiers = [[t["task"], *v] for t in ch["tasks"] for v in t["tiers"] if len(v) > 4]
     if tiers:
-        lines += ["", "Tiers that changed:", "",
-                  "| task | metric | scorer | before | now | rule |", "|---|---|---|---|---|---|"]
-        lines += [f"| {task} | {m} | {s} | {a} | {b} | {w} |" for task, (m, s, a, b, w) in tiers]
-    return "\n".join(lines) + "\n"
-
+        lines += _changes_table("Tiers that changed:",
+                                ["task", "metric", "scorer", "before", "now", "rule"], tiers)
+    return "\n".join(lines).rstrip() + "\n"
 
 
 PAPER_DIFFERENCES = """\
@@ -512,8 +507,8 @@ def method_text(meta: dict) -> str:
                          power=meta.get("power", POWER), n_2sd=seeds_needed(2.0, alpha),
                          n_1sd=seeds_needed(1.0, alpha), n_halfsd=seeds_needed(0.5, alpha),
                          d3=detectable_difference(1.0, 3, alpha), rtol=REPRODUCE_RTOL
-                         ) + "\n**Columns**\n\n" + column_legend(meta["baseline"]) + "\n\n" \
-        + PAPER_DIFFERENCES
+                         ) + "\n**Columns**\n\n" + "\n".join(
+        wrap(line, "- ") for line in column_legend(meta["baseline"])) + "\n\n" + PAPER_DIFFERENCES
 
 
 def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]) -> str:
@@ -524,17 +519,18 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
     sections = {track: f"{latest_link}#{_anchor(TRACK_TITLES[track])}" for track in TRACKS}
     task_links = {r["task"]: sections[r["track"]] for r in _records(latest.rows)}
     lines = ["# scorebench leaderboard", "",
-             f"Latest release: **[{m['release']}]({latest_link})**", "",
-             _wrap(f"{m['n_used']} records, profile(s) {', '.join(m['profiles']) or 'none'}, "
-                   f"{m['date_first']} to {m['date_last']}, baseline `{m['baseline']}`, "
-                   f"α = {m['alpha']}, {'; '.join(m.get('hardware') or []) or 'unknown hardware'}."),
+             f"Latest release: **[{markdown_text(m['release'])}]({latest_link})**", "",
+             wrap(markdown_text(
+                 f"{m['n_used']} records, profile(s) {', '.join(m['profiles']) or 'none'}, "
+                 f"{m['date_first']} to {m['date_last']}, baseline {m['baseline']}, "
+                 f"α = {m['alpha']}, {'; '.join(m.get('hardware') or []) or 'unknown hardware'}.")),
              ""]
-    lines += [_wrap(sentence, "- ") for sentence in summary.sentences(latest)] + [""]
+    lines += bullets(summary.sentences(latest))
     for profile in m["profiles"]:
         if any(r["profile"] == profile for r in _records(latest.overall)):
             table = summary.front_table(latest, profile, task_links)
-            lines += [f"## Overall ({profile})", ""] + [
-                line if line.startswith(("|", "[")) else _wrap(line) for line in table] + [""]
+            lines += [f"## Overall ({markdown_text(profile)})", ""] + [
+                line if line.startswith(("|", "[")) else wrap(line) for line in table] + [""]
     lines += ["## In the release", ""]
     lines += [f"- [{title}]({latest_link}#{_anchor(title)})" for title in (
         "Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS), "Failed and skipped cells",
@@ -543,15 +539,9 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
               f"rebuilt with `scorebench publish --rebuild {m['release']} --out "
               "leaderboard/releases` (`scorebench serve`)"]
     lines += ["", "## Releases", ""]
-    lines += [f"- [{meta['release']}]({link}): {meta['date_first']} to {meta['date_last']}, "
-              f"{meta['n_used']} records" for meta, link in releases]
+    lines += [f"- [{markdown_text(meta['release'])}]({link}): {meta['date_first']} to "
+              f"{meta['date_last']}, {meta['n_used']} records" for meta, link in releases]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _wrap(text: str, bullet: str = "") -> str:
-    """``text`` as a markdown paragraph (or list item) wrapped at 100 characters."""
-    return textwrap.fill(text, 100, initial_indent=bullet, subsequent_indent=" " * len(bullet),
-                         break_long_words=False, break_on_hyphens=False)
 
 
 def _anchor(title: str) -> str:

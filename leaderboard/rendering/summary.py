@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
-from .text import NO_VERDICT, missing, verdict_mark
+from .text import column_format, markdown_text, missing, verdict_legend, verdict_mark
 
 
 def _records(frame) -> list[dict]:
@@ -111,8 +111,11 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     tasks = sorted(t for (p, t) in heads if p == profile)
     verdicts = {(r["task"], r["scorer"]): r for r in _records(board.rows)
                 if r["profile"] == profile and heads.get((profile, r["task"])) == r["metric"]}
-    header = ["rank", "scorer", f"P(better than {baseline}) [95% CI]"] + [
-        f"[{t}]" if t in links else t for t in tasks]
+    formats = {t: column_format([r for r in verdicts.values() if r["task"] == t], "mean")
+               for t in tasks}
+    names = {t: markdown_text(t) for t in tasks}
+    header = ["rank", "scorer", f"P(better than {markdown_text(baseline)}) [95% CI]"] + [
+        f"[{names[t]}]" if t in links else names[t] for t in tasks]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in _records(board.overall):
         if r["profile"] != profile:
@@ -121,23 +124,19 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
                 else f"{int(r['rank_low'])}-{int(r['rank_high'])}")
         poi = (f"{_num(r['poi'])} [{_num(r['poi_low'])}, {_num(r['poi_high'])}]"
                if not missing(r["poi"]) else "n/a")
-        scorer = f"**{r['scorer']}**" if r["tier"] == 1 else r["scorer"]
-        cells = []
+        scorer = markdown_text(r["scorer"])
+        cells = [rank, f"**{scorer}**" if r["tier"] == 1 else scorer, poi]
         for t in tasks:
             row = verdicts.get((t, r["scorer"]))
             if row is None or row["n"] == 0:
                 cells.append("n/a")
-            elif r["scorer"] == baseline:
-                cells.append(f"{row['mean']:.3g}")
             else:
-                cells.append(f"{row['mean']:.3g} {verdict_mark(row)}")
-        lines.append("| " + " | ".join([rank, scorer, poi] + cells) + " |")
-    metric_names = ", ".join(f"{t}: {heads[(profile, t)]}" for t in tasks)
+                mark = "" if r["scorer"] == baseline else f" {verdict_mark(row)}"
+                cells.append(formats[t](row["mean"]) + mark)
+        lines.append("| " + " | ".join(cells) + " |")
+    metric_names = ", ".join(f"{names[t]}: {markdown_text(heads[(profile, t)])}" for t in tasks)
     lines += ["", f"Bold: tier 1 of the headline. Task columns: the mean of the task's first "
-              f"headline metric ({metric_names}), ▲ / ▼ significantly better / worse than "
-              f"{baseline} by at least the metric's minimum effect, {NO_VERDICT} no verdict "
-              "(not significant, a tie or within resolution), – uninformative at this profile, "
+              f"headline metric ({metric_names}), {verdict_legend(markdown_text(baseline))}, "
               "n/a the scorer cannot run the task.", ""]
-    lines += [f"[{t}]: {links[t]}" for t in tasks if t in links]
+    lines += [f"[{names[t]}]: {links[t]}" for t in tasks if t in links]
     return lines
-

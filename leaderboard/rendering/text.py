@@ -1,7 +1,8 @@
 """How one value is written, the same in the markdown release and on the page: numbers, p-values,
 intervals, failures and provenance, the texts of a row's cells, the marks on a scorer and on a
-normalized score outside [0, 1], and the numbers of a page column (one format per column, so
-decimals line up, and the raw value each numeric cell sorts by)."""
+normalized score outside [0, 1], the numbers of a column (one format per column, so decimals line
+up, and the raw value each numeric cell sorts by), a record's strings escaped for markdown, and
+the mark of a note under a table."""
 from __future__ import annotations
 
 import math
@@ -30,6 +31,15 @@ VERDICT_WORDS = {
     NO_VERDICT: "no verdict (not significant, a tie or within resolution)"}
 
 
+def verdict_legend(baseline: str) -> str:
+    """What the marks against the baseline mean, in one sentence (the front page's table and the
+    README's matrices)."""
+    return (f"{VERDICT_MARKS['better']} / {VERDICT_MARKS['worse']} significantly better / worse "
+            f"than {baseline} by at least the metric's minimum effect, {NO_VERDICT} no verdict "
+            f"(not significant, a tie or within resolution), {VERDICT_MARKS['uninformative']} "
+            "uninformative at this profile")
+
+
 def missing(x: Any) -> bool:
     return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
@@ -45,10 +55,29 @@ def pval(p: Any) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def cell_text(text: Any) -> str:
-    """Text safe inside a markdown table cell: one line, pipes escaped."""
-    s = "" if missing(text) else str(text)
-    return " ".join(s.split()).replace("|", "\\|")
+# A record's strings (scorer names and labels, kwargs, messages, reasons) come from user code:
+# written into markdown, ``&``, ``<`` and ``>`` become entities (no raw HTML reaches a renderer
+# that passes HTML through) and the characters that would end a table cell, open a code span or
+# a link are backslash-escaped.
+MARKDOWN_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+MARKDOWN_ESCAPED = "\\|`[]"
+
+
+def markdown_text(text: Any) -> str:
+    """A string from a record as markdown text, safe in a table cell and in prose: one line,
+    ``& < >`` as entities, ``\\ | ` [ ]`` backslash-escaped. Every markdown view writes
+    record-provided strings through this."""
+    s = " ".join(("" if missing(text) else str(text)).split())
+    return "".join(MARKDOWN_ENTITIES.get(c) or ("\\" + c if c in MARKDOWN_ESCAPED else c)
+                   for c in s)
+
+
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def note_mark(number: int) -> str:
+    """The mark of a numbered note under a table: the number in superscript digits."""
+    return str(number).translate(SUPERSCRIPT)
 
 
 def short_shas(shas: Iterable[str]) -> str:
@@ -76,15 +105,29 @@ def interval(lo: Any, hi: Any, integer: bool = False) -> str:
 
 
 
-def mean_text(row: dict) -> str:
+def value_text(d: dict, key: str, lo: str, hi: str, fmt: Callable[[float], str] = num) -> str:
+    """``d[key]`` and its interval ``[d[lo], d[hi]]`` in one format (``fmt``, the column's);
+    n/a when missing."""
+    if missing(d.get(key)):
+        return "n/a"
+    text = fmt(d[key])
+    if not missing(d.get(lo)) and not missing(d.get(hi)):
+        text += f" [{fmt(d[lo])}, {fmt(d[hi])}]"
+    return text
+
+
+def mean_text(row: dict, fmt: Callable[[float], str] = num, na: str = "") -> str:
+    """A row's mean with its interval, † over surviving seeds only; "all failed", or n/a
+    followed by ``na`` (a note's mark), without a value."""
     if not row["n"]:
-        if row["n_failed"] + row["n_null"]:
-            return "all failed"
-        return f"n/a: {row['na_reason']}" if row.get("na_reason") else "n/a"
-    text = num(row["mean"])
-    if not missing(row["ci_low"]):
-        text += " " + interval(row["ci_low"], row["ci_high"])
-    return text + (" †" if row["survivors_only"] else "")
+        return "all failed" if row["n_failed"] + row["n_null"] else "n/a" + na
+    return (value_text(row, "mean", "ci_low", "ci_high", fmt)
+            + (" †" if row["survivors_only"] else ""))
+
+
+def arrow(direction: str | None) -> str:
+    """Which way a metric is better: ↓ lower, ↑ higher."""
+    return "↓" if direction == "lower" else "↑"
 
 
 def verdict_mark(row: dict) -> str:
@@ -96,35 +139,30 @@ def tier_text(row: dict) -> str:
     return "n/a" if missing(row["tier"]) else str(row["tier"])
 
 
-def poi_text(row: dict) -> str:
-    """An overall row's headline, the probability of improvement, and its interval."""
-    text = num(row["poi"])
-    if not missing(row["poi_low"]):
-        text += " " + interval(row["poi_low"], row["poi_high"])
-    return text
-
-
-def score_text(row: dict) -> str:
-    """An overall row's normalized score and its CI."""
-    text = num(row["score"])
-    if not missing(row["ci_low"]):
-        text += " " + interval(row["ci_low"], row["ci_high"])
-    return text
-
-
-def tasks_text(row: dict, skipped: dict | None = None) -> str:
+def tasks_text(row: dict, skipped: dict | None = None,
+               note: Callable[[str], str] | None = None) -> str:
     """The tasks an overall row is over; a task the scorer cannot run is named, outside it, and
-    so is a headline metric it cannot report, which its task score leaves out."""
+    so is a headline metric it cannot report, which its task score leaves out. With ``note`` (a
+    text -> its note's mark), the names go into a note and the cell keeps its mark."""
+    def named(head: str, names: list[str], what: str) -> str:
+        if not names:
+            return head
+        if note:
+            return head + note(f"n/a: {', '.join(names)} ({what})")
+        return f"{head}: {', '.join(names)}"
+
     text = str(row["n_tasks"])
     if row["tasks_failed"]:
         text += f" ({row['tasks_failed']} all failed)"
     if row["tasks_skipped"]:
-        names = (skipped or {}).get((row["profile"], row["scorer"]))
-        text += f" (+{row['tasks_skipped']} n/a" + (f": {', '.join(names)})" if names else ")")
+        names = (skipped or {}).get((row["profile"], row["scorer"])) or []
+        text += " (" + named(f"+{row['tasks_skipped']} n/a", names,
+                             "every cell skipped: the scorer cannot run the task") + ")"
     na = [f"{task}/{metric}" for task, metrics in sorted((row.get("metrics_na") or {}).items())
           for metric in metrics]
     if na:
-        text += f" (n/a: {', '.join(na)})"
+        text += " (" + named("n/a", na, "a headline metric the scorer cannot report, left out "
+                                        "of its task score") + ")"
     return text
 
 
@@ -135,13 +173,19 @@ def failed_text(row: dict) -> str:
     return text
 
 
-def delta_text(row: dict, baseline: str) -> str:
+def delta_text(row: dict, baseline: str, fmt: Callable[[float], str] = num) -> str:
+    """A row's difference to the baseline, signed, in ``fmt`` (the column's), with its word."""
     if row["scorer"] == baseline:
         return "baseline"
     if missing(row["delta_vs_baseline"]):
         return "n/a"
     label = row["vs_baseline"]
-    return f"{row['delta_vs_baseline']:+.4g}" + (f" ({label})" if label else "")
+    return signed(fmt(row["delta_vs_baseline"])) + (f" ({label})" if label else "")
+
+
+def signed(text: str) -> str:
+    """A formatted difference with its sign: "+" before one that has none."""
+    return text if text.startswith("-") else "+" + text
 
 
 def outside_mark(z: Any) -> str:
@@ -180,23 +224,34 @@ def outside_text(row: dict) -> str:
                      if z is not None) or "none"
 
 
-def claim_verdict_text(row: dict) -> str:
-    verdict, reason = row["verdict"], row.get("reason") or ""
-    if verdict == "not run":
-        return "not run at this profile" + (f" ({reason})" if reason else "")
-    if verdict == "uninformative":
-        return f"uninformative at this profile ({reason})"
-    if verdict == "premise absent":
-        return f"premise absent at this profile ({reason})"
-    if verdict in ("degenerate", "not supported") and reason:
-        return f"{verdict} ({reason})"
-    return verdict
+# The verdicts that a claim's reason explains, and how each reads.
+CLAIM_VERDICT_WORDS = {"not run": "not run at this profile",
+                       "uninformative": "uninformative at this profile",
+                       "premise absent": "premise absent at this profile",
+                       "degenerate": "degenerate", "not supported": "not supported"}
 
+
+def claim_verdict_text(row: dict, note: Callable[[str], str]) -> str:
+    """A claim's verdict, followed where it has a reason by ``note(reason)`` (a note's mark)."""
+    verdict, reason = row["verdict"], row.get("reason") or ""
+    if verdict not in CLAIM_VERDICT_WORDS:
+        return verdict
+    return CLAIM_VERDICT_WORDS[verdict] + (note(reason) if reason else "")
 
 
 def sort_key(x: Any) -> str:
     """The ``data-sort`` value of a numeric cell: the number as Python prints it, "" if missing."""
     return "" if missing(x) else repr(float(x))
+
+
+def column_format(rows: Iterable[dict], key: str, lo: str | None = None,
+                  hi: str | None = None) -> Callable[[float], str]:
+    """The one number format of the column of ``key`` over ``rows``; with ``lo`` and ``hi``, the
+    column shows an interval and its widths count (:func:`number_format`)."""
+    rows = list(rows)
+    widths = ([None if missing(r.get(lo)) or missing(r.get(hi)) else r[hi] - r[lo] for r in rows]
+              if lo and hi else [])
+    return number_format([r.get(key) for r in rows], widths)
 
 
 def number_format(values: Iterable[Any], widths: Iterable[Any] = ()) -> Callable[[float], str]:

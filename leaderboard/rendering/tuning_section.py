@@ -14,7 +14,9 @@ from matplotlib.lines import Line2D
 from ..loading.choice import point_label, rate_of
 from ..method.anchors import bounds
 from ..method.tuning import RATE_KEY, RATE_KEYS, point_key
+from .markdown_layout import block, fitted, wrap
 from .plots import CAPTIONS, SCORER_STYLE, panel_plot
+from .text import markdown_text, number_format
 
 
 def rate_lines(task: dict) -> dict[str, tuple[list[float], list[float | None]]]:
@@ -64,8 +66,8 @@ def _draw(ax, t: dict, label: str, rates: list, values: list, style: dict) -> No
                 color=style["color"], zorder=style["zorder"] + 1)
 
 
-def _value(x) -> str:
-    return "–" if x is None else f"{x:.4g}"
+def _value(x, fmt) -> str:
+    return "–" if x is None else fmt(x)
 
 
 def method_text(tuning: dict | None) -> str:
@@ -122,13 +124,11 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
     """The release's tuning section: method paragraph, chosen points, sensitivity plots."""
     if not tuning:
         return ""
-    lines = ["## Tuning", "", method_text(tuning), ""]
+    lines = ["## Tuning", "", wrap(method_text(tuning)), ""]
+    headers = ["scorer", "chosen point", "validation at it", "worst cell at its rate",
+               "best on an edge", "points ok / failed", "learned parameters"]
     for task, t in sorted(tuning.items()):
-        lines += [f"### {task}: chosen points ({t['metric']}, {t['direction']} is better)", "",
-                  "| scorer | chosen point | validation at it | worst cell at its rate | best on an "
-                  "edge | points ok / failed | learned scorer parameters (mean over reporting "
-                  "seeds) |",
-                  "|---|---|---|---|---|---|---|"]
+        rows = []
         for label, s in sorted(t["scorers"].items()):
             chosen = s["chosen"]
             if s["all_failed"]:
@@ -145,9 +145,15 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
             failed = sum(p["failed"] for p in s["points"])
             learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"
             edge = ", ".join(s["at_edge"]) or "no"
-            lines.append(f"| {label} | {point} | {_value(value)} | {_value(worst)} | {edge} | "
-                         f"{ok} / {failed} | {learned} |")
-        lines.append("")
+            rows.append((label, point, value, worst, edge, f"{ok} / {failed}", learned))
+        fmt = number_format([x for r in rows for x in r[2:4] if x is not None])
+        body = [[markdown_text(label), markdown_text(point), _value(value, fmt),
+                 _value(worst, fmt), markdown_text(edge), counts, markdown_text(learned)]
+                for label, point, value, worst, edge, counts, learned in rows]
+        lines += [f"### {markdown_text(task)}: chosen points ({markdown_text(t['metric'])}, "
+                  f"{t['direction']} is better)", "",
+                  "Learned parameters: each learned scorer parameter, the mean over the reporting "
+                  "seeds.", ""] + block(fitted(body, headers))
         mine = [p for p in plots if Path(p).name.startswith(f"tuning__{task}")]
         lines += [f"![{task}: validation metric against learning rate]({p})\n\n"
                   f"*{CAPTIONS['tuning'].format(task=task)}*" for p in mine]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..columns import Field
-from ..text import interval, joined, missing, number_format, pval, short_shas, sort_key
+from ..text import column_format, interval, joined, missing, pval, short_shas, sort_key
 from .markup import Markup, concat, tag
 
 # Numeric fields that are parts of a shown column or bookkeeping (never an extra column).
@@ -75,10 +75,6 @@ def better(direction: str | None) -> str:
     return "lower" if direction == "lower" else "higher"
 
 
-def arrow(direction: str | None) -> str:
-    return "↓" if direction == "lower" else "↑"
-
-
 class Column:
     """A table column: its header, header title, whether it sorts as numbers, the cell of a
     row; ``head`` adds markup after the header's sort button, ``sort`` marks the default order."""
@@ -132,11 +128,8 @@ def field_column(field: Field, rows: list[dict], label: str | None = None,
     read from; None gives an empty cell), with one number format for the whole column; ``mark``
     adds markup after a cell's value and ``shade`` its classes, both from that dict."""
     src = [d for d in map(get, rows) if d is not None]
-    values = [d.get(field.key) for d in src]
-    widths = ([None if missing(d.get(field.lo)) or missing(d.get(field.hi))
-               else d[field.hi] - d[field.lo] for d in src] if field.fmt == "ci" else [])
-    fmt = (number_format(values, widths) if field.decimals is None
-           else lambda x: f"{x:.{field.decimals}f}")
+    fmt = (column_format(src, field.key, *((field.lo, field.hi) if field.fmt == "ci" else ()))
+           if field.decimals is None else lambda x: f"{x:.{field.decimals}f}")
 
     def text(d: dict) -> Markup | str:
         x = d.get(field.key)

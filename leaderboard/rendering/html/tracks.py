@@ -6,14 +6,15 @@ import json
 
 from ...method.board import DESCRIPTIVE_TRACKS
 from .. import convergence_section
-from ..columns import FIELDS, shown_rows
+from ..columns import FIELDS, scorer_order, shown_rows
 from ..notes import track_notes
 from ..palette import tier_class
-from ..text import (NO_VERDICT, TRACK_TITLES, VERDICT_MARKS, VERDICT_WORDS, failures_text,
-                    missing, normalized_text, number_format, verdict_mark)
+from ..text import (NO_VERDICT, TRACK_TITLES, VERDICT_MARKS, VERDICT_WORDS, arrow,
+                    column_format, delta_text, failures_text, missing, normalized_text,
+                    number_format, verdict_mark)
 from .context import PageData
 from .markup import Markup, concat, slug, tag
-from .tables import (Column, arrow, better, extra_fields, field_column, num_cell, order_text,
+from .tables import (Column, better, extra_fields, field_column, num_cell, order_text,
                      provenance_cell, row_order, table, text_cell)
 
 HEADLINE_TITLE = ("{task} · {metric}: mean over seeds with its 95% interval (grey) and its mark "
@@ -47,16 +48,7 @@ def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) 
                  f"v{r['scorer_version']} {kwargs}"),
                 f"seeds: {', '.join(str(s) for s in r['seeds'] or []) or 'none'}"]
 
-    deltas = number_format([r["delta_vs_baseline"] for r in rows])
-
-    def delta_text(r):
-        if r["scorer"] == page.baseline:
-            return "baseline"
-        x = r["delta_vs_baseline"]
-        if missing(x):
-            return "n/a"
-        text = ("+" if x >= 0 else "") + deltas(x)
-        return text + (f" ({r['vs_baseline']})" if r.get("vs_baseline") else "")
+    deltas = column_format(rows, "delta_vs_baseline")
 
     known = FIELDS["rows"]
     norm, items = f("normalized"), f("ci_items_low")
@@ -78,7 +70,8 @@ def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) 
         Column(items.label, num_cell(items_text, lambda r: r.get("ci_items_low")), True,
                items.title),
         field_column(f("n"), rows),
-        Column(delta.label, num_cell(delta_text, lambda r: r["delta_vs_baseline"]), True,
+        Column(delta.label, num_cell(lambda r: delta_text(r, page.baseline, deltas),
+                                    lambda r: r["delta_vs_baseline"]), True,
                delta.title),
         field_column(f("p_vs_baseline_holm"), rows),
         field_column(f("p_vs_baseline_bh"), rows),
@@ -91,22 +84,6 @@ def _detail_columns(page: PageData, rows: list[dict], order: str | None = None) 
         *(field_column(x, rows) for x in extra_fields(rows, known, "rows")),
         Column(prov.label, lambda r: provenance_cell(r, extra(r)), False, prov.title),
     ]
-
-
-def _scorer_order(page: PageData, profile: str, track_rows: list[dict]) -> tuple[list[str], str]:
-    """Scorers of a track's summary table, and what orders them."""
-    scorers = sorted({r["scorer"] for r in track_rows})
-    overall = [r["scorer"] for r in page.overall_rows if r["profile"] == profile]
-    if set(scorers) <= set(overall):
-        return [s for s in overall if s in scorers], "overall order (tier, then score)"
-    heads = [r for r in track_rows if r["headline"]] or track_rows
-    first = (heads[0]["task"], heads[0]["metric"])
-    sign = 1.0 if heads[0]["direction"] == "lower" else -1.0
-    mean = {r["scorer"]: r["mean"] for r in heads if (r["task"], r["metric"]) == first}
-    order = sorted(scorers, key=lambda s: (missing(mean.get(s)),
-                                           0.0 if missing(mean.get(s)) else sign * mean[s],
-                                           s))
-    return order, f"{first[0]} · {first[1]}, best first"
 
 
 def _metric_table(page: PageData, profile: str, scorers: list[str], metric_rows: list[dict],
@@ -208,7 +185,7 @@ def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
 def _profile_tables(page: PageData, track: str, profile: str, prows: list[dict],
                     rest: list[dict]) -> list[Markup]:
     """The headline table, the track's notes and the secondary metrics of one profile."""
-    scorers, order = _scorer_order(page, profile, prows)
+    scorers, order = scorer_order(page.overall_rows, profile, prows)
     linked = {(r["task"], r["metric"]) for r in prows}
     head = [r for r in prows if r["headline"]]
     parts = [tag("h3", f"profile {profile}")]
