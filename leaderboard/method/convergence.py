@@ -69,8 +69,7 @@ def scorer_summary(outcomes: list[dict]) -> dict:
 def median_steps(outcomes: list[dict]) -> float | None:
     """The median seed's steps to the target, a seed that never reached it counting as slower
     than every seed that did; None when the median seed never reached it."""
-    steps = sorted(o["steps"] if o["reached"] else np.inf for o in outcomes)
-    value = float(np.median(steps))
+    value = float(np.median([o["steps"] if o["reached"] else np.inf for o in outcomes]))
     return None if np.isinf(value) or np.isnan(value) else value
 
 

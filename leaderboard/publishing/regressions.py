@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import pandas as pd
-from tabulate import tabulate
 
 from ..method.board import Board
-from ..rendering.text import markdown_text, num
+from ..rendering.markdown_layout import table
+from ..rendering.text import arrow, markdown_text, num
 
 Z_THRESHOLD = 3.0
 RELATIVE_FLOOR = 1e-4
@@ -179,11 +179,11 @@ def _failure_changes(named: list[tuple[str, dict]], now: dict[tuple, dict]) -> l
 
 def _rows_table(frame: pd.DataFrame) -> str:
     body = [[markdown_text(r["task"]), r["profile"], f"{markdown_text(r['metric'])} "
-             f"{'↓' if r['direction'] == 'lower' else '↑'}", markdown_text(r["scorer"]),
+             f"{arrow(r['direction'])}", markdown_text(r["scorer"]),
              num(r["before"]), num(r["now"]), f"{r['delta']:+.4g}", num(r["se"]),
              num(r["z"]), markdown_text(r["note"])] for r in frame.to_dict(orient="records")]
-    return tabulate(body, headers=["task", "profile", "metric", "scorer", "before", "now", "Δ",
-                                   "se", "|z|", "note"], tablefmt="github", disable_numparse=True)
+    return table(body, ["task", "profile", "metric", "scorer", "before", "now", "Δ", "se", "|z|",
+                        "note"])
 
 
 def report(comparison: Comparison) -> str:
@@ -213,11 +213,10 @@ def report(comparison: Comparison) -> str:
               ""]
     lines += ["## More failed cells", ""]
     if c.failure_regressions:
-        lines.append(tabulate([[markdown_text(f["task"]), f["profile"], markdown_text(f["scorer"]),
-                                str(f["before"]), str(f["now"]), markdown_text(f["failures_now"])]
-                               for f in c.failure_regressions],
-                              headers=["task", "profile", "scorer", "failed before", "failed now",
-                                       "now"], tablefmt="github", disable_numparse=True))
+        lines.append(table([[markdown_text(f["task"]), f["profile"], markdown_text(f["scorer"]),
+                             str(f["before"]), str(f["now"]), markdown_text(f["failures_now"])]
+                            for f in c.failure_regressions],
+                           ["task", "profile", "scorer", "failed before", "failed now", "now"]))
     else:
         lines.append("None.")
     lines += ["", "## Improvements", "",
