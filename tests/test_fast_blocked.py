@@ -13,7 +13,7 @@ import torch
 
 import scorers
 from scorers.fast.blocked import blocked_attend, gate_attend, softmax_attend
-from scorers.fast import blocked_sparse
+from scorers.fast import blocked_sparse, tiles
 from scorers.fast.blocked_sparse import sparse_attend
 from scorers.fast.tiles import BlockedError, plan_tiles
 from scorers.fast import accelerate, fast_paths, scorers_with
@@ -273,14 +273,33 @@ def test_plan_tiles():
     causal = torch.ones(10, 10, dtype=torch.bool).tril()[None, None]
     plan = plan_tiles(q, q, causal, block_size=4, key_block=3)
     assert plan.causal and plan.blocks == ((0, 4, 4), (4, 8, 8), (8, 10, 10))
-    tiles = [(a, b, None if h is None else h[0]) for a, b, h in plan.tiles(4, 8, 8)]
-    assert tiles == [(0, 3, None), (3, 6, 2), (6, 8, 0)]    # masks only keys 5.. of rows 4..7
+    cut = [(a, b, None if h is None else h.c) for a, b, h in plan.tiles(4, 8, 8)]
+    assert cut == [(0, 3, None), (3, 6, 0), (6, 8, 0)]      # from a multiple of MASK_ALIGN keys
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tiles, "MASK_ALIGN", 1)
+        cut = [(a, b, None if h is None else h.c) for a, b, h in plan.tiles(4, 8, 8)]
+        assert cut == [(0, 3, None), (3, 6, 2), (6, 8, 0)]  # masks only keys 5.. of rows 4..7
     padded = causal & torch.tensor([True] * 6 + [False] * 4)
     assert [e for _, _, e in plan_tiles(q, q, padded, block_size=4).blocks] == [4, 6, 6]
     assert plan_tiles(q, q, None).recompute is False           # 10 keys: kept on a CPU
     assert plan_tiles(q, q, None, recompute=True).recompute
     with pytest.raises(TypeError, match="boolean"):
         plan_tiles(q, q, torch.ones(10, 10))
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+def test_blocked_equals_reference_with_masks_cut_inside_a_key_block(name, kwargs, monkeypatch):
+    """Causal tiles masked from the first key a row cannot see (MASK_ALIGN 1), not from a
+    multiple of 32 keys into the tile: fp64, causal and padded causal, equal to the reference."""
+    monkeypatch.setattr(tiles, "MASK_ALIGN", 1)
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64)
+    for mask_name in ("causal", "padded_causal"):
+        mask = masks()[mask_name]
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"{name}{kwargs} {mask_name} {tiling}", tol=1e-12)
 
 
 def test_bad_options_are_errors():

@@ -162,7 +162,7 @@ class Softpick:
     @staticmethod
     def tile_state(s2, hidden, rows):
         m, den = rows
-        x = hide((s2 - m).exp2_().sub_(m.neg().exp2()), hidden, 0.0)
+        x = hide(hide(s2 - m, hidden, NEG_INF).exp2_().sub_(m.neg().exp2()), hidden, 0.0)
         return x, m, 1.0 / den
 
     @staticmethod
@@ -220,7 +220,7 @@ class SignedSoftmax:
     @staticmethod
     def tile_state(s2, hidden, rows):
         (lse2,) = rows
-        p = hide((s2.abs() - lse2).exp2_(), hidden, 0.0)
+        p = hide(s2.abs().sub_(lse2), hidden, NEG_INF).exp2_()
         return p.mul_(s2.sign_()), None
 
     @staticmethod
@@ -277,7 +277,7 @@ class SelfAdjust:
                     hi, hi_at = _running(torch.max(z, -1, keepdim=True), hi, hi_at, a, torch.gt)
                 m_new = top if m is None else torch.maximum(m, top)
                 m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
-                p = hide((z - m_safe).exp2_(), hidden, 0.0)
+                p = hide(z - m_safe, hidden, NEG_INF).exp2_()
                 vb = v[..., a:b, :]
                 pv, psv = torch.matmul(p, vb), torch.matmul(p * z, vb)
                 if m is None:
@@ -302,7 +302,7 @@ class SelfAdjust:
     @staticmethod
     def tile_state(s2, hidden, rows):
         z = hide(s2, hidden, 0.0)
-        return z, hide((z - rows[0]).exp2_(), hidden, 0.0)
+        return z, hide(z - rows[0], hidden, NEG_INF).exp2_()
 
     def tile_grads(self, state, rows, dp, delta, carry):
         z, p = state
@@ -410,9 +410,8 @@ class BlockedEntropy(torch.autograd.Function):
             lse_b, h_b, dh_b = lse2[..., i:j, :], entropy[..., i:j, :], d_entropy[..., i:j, :]
             for a, b, hidden in tiling.tiles(i, j, e):
                 log_p2 = _logits2(qb, k, a, b).sub_(lse_b)
-                p = log_p2.exp2()
+                p = hide(log_p2.clone(), hidden, NEG_INF).exp2_()
                 ds = log_p2.div_(LOG2E).add_(h_b).mul_(p).mul_(-dh_b)     # -dH p (ln p + H)
-                hide(ds, hidden, 0.0)
                 logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
             if need_qs:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)

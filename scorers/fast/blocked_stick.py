@@ -30,12 +30,15 @@ import torch
 
 from ..base import compute_dtype
 from ..forms import LOG2E
-from .tiles import Tiling, as_scale, logit_grads, plan_tiles, scale_grads, scale_rows, tile_logits
+from .planning import NEG_INF
+from .tiles import (Hidden, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
+                    scale_rows, tile_logits)
 
 STICK_KINDS = ("stick_breaking", "stick_breaking_past")
 
 
-def _not_past(tiling: Tiling, hidden, i: int, j: int, a: int, b: int, offset: int, device):
+def _not_past(tiling: Tiling, hidden: Hidden | None, i: int, j: int, a: int, b: int,
+              offset: int, device) -> Hidden | None:
     """The entries of tile rows [i, j) x keys [a, b) outside the rows' past (a key at or after
     the query's position, or masked), or None where every entry is in it."""
     outside = None
@@ -43,8 +46,8 @@ def _not_past(tiling: Tiling, hidden, i: int, j: int, a: int, b: int, offset: in
         rows = torch.arange(i + offset, j + offset, device=device)[:, None]
         outside = torch.arange(a, b, device=device)[None, :] >= rows
     if not tiling.causal and hidden is not None:
-        outside = hidden[1] if outside is None else hidden[1] | outside
-    return outside
+        outside = hidden.tile if outside is None else hidden.tile | outside
+    return None if outside is None else Hidden(0, outside)
 
 
 def _suffix_sums(x: torch.Tensor) -> torch.Tensor:
@@ -58,9 +61,8 @@ def _tile_weights(s, outside, carry):
     soft = s.abs().mul_(-LOG2E).exp2_().log1p_()                  # log(1 + e^{-|s|})
     log_a = s.clamp(max=0.0).sub_(soft)                              # logsigmoid(s)
     lr = soft.neg_().sub_(s.clamp(min=0.0))                          # logsigmoid(-s)
-    if outside is not None:
-        lr.masked_fill_(outside, 0.0)
-        log_a.masked_fill_(outside, float("-inf"))
+    hide(lr, outside, 0.0)
+    hide(log_a, outside, NEG_INF)
     suffix = _suffix_sums(lr)
     log_a.add_(carry)
     log_a[..., :-1] += suffix[..., 1:]
@@ -141,9 +143,7 @@ class BlockedStickBreaking(torch.autograd.Function):
                 del w
                 q_sums = _suffix_sums(pa).add_(later)
                 later = q_sums[..., :1].clone()
-                beta = s.sigmoid_()
-                if outside is not None:
-                    beta.masked_fill_(outside, 0.0)
+                beta = hide(s.sigmoid_(), outside, 0.0)
                 ds = pa.sub_(beta.mul_(q_sums.neg_().add_(delta_b).add_(pa)))
                 logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
             if need_qs:
