@@ -283,6 +283,15 @@ def test_plan_tiles():
     assert [e for _, _, e in plan_tiles(q, q, padded, block_size=4).blocks] == [4, 6, 6]
     assert plan_tiles(q, q, None).recompute is False           # 10 keys: kept on a CPU
     assert plan_tiles(q, q, None, recompute=True).recompute
+    assert plan_tiles(q, q, causal, block_size=4).kept == {0, 4, 8}   # within KEEP_BUDGET
+    assert plan_tiles(q, q, causal, block_size=4, recompute=True).kept == frozenset()
+    with pytest.MonkeyPatch.context() as patch:     # 0.1 x 2 (10 + 10) 4 = 16 entries per (b, h)
+        patch.setattr(tiles, "KEEP_BUDGET", 0.1)
+        assert plan_tiles(q, q, causal, block_size=4).kept == {0, 4, 8}   # 10 keys: all kept
+        patch.setattr(tiles, "KEEP_ALL_BELOW", 0)
+        assert plan_tiles(q, q, causal, block_size=4).kept == {0}  # 4 x 4 fits, 4 x 8 not
+        assert plan_tiles(q, q, causal, block_size=4, state=2).kept == frozenset()
+        assert plan_tiles(q, q, causal, block_size=4, recompute=False).kept == {0, 4, 8}
     with pytest.raises(TypeError, match="boolean"):
         plan_tiles(q, q, torch.ones(10, 10))
 
@@ -300,6 +309,22 @@ def test_blocked_equals_reference_with_masks_cut_inside_a_key_block(name, kwargs
         for tiling in TILINGS[:2]:
             got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
             assert_close(ref, got, f"{name}{kwargs} {mask_name} {tiling}", tol=1e-12)
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+def test_blocked_keeping_some_blocks_equals_reference(name, kwargs, monkeypatch):
+    """Within a small KEEP_BUDGET the first query blocks keep their tiles' state and the later
+    ones make it again in the backward: fp64, every mask, equal to the reference."""
+    monkeypatch.setattr(tiles, "KEEP_BUDGET", 0.1)
+    monkeypatch.setattr(tiles, "KEEP_ALL_BELOW", 0)
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64)
+    plan = plan_tiles(q, k, masks()["causal"], block_size=4)
+    assert 0 < len(plan.kept) < len(plan.blocks)
+    for mask_name, mask in masks().items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, 4, 5, None), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=1e-12)
 
 
 def test_bad_options_are_errors():

@@ -40,7 +40,7 @@ import torch
 from ..base import compute_dtype
 from ..forms import LOG2E
 from .planning import NEG_INF
-from .tiles import (BlockedError, Hidden, Tiling, as_scale, hide, logit_grads, plan_tiles,
+from .tiles import (BlockedError, Hidden, Tiling, as_scale, drain, hide, logit_grads, plan_tiles,
                     scale_grads, scale_rows, tile_logits)
 
 ROW_KINDS = ("softpick", "signed_softmax", "self_adjust", "self_adjust_plain")
@@ -113,7 +113,7 @@ class BlockedRows(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, scale, out, *stats = ctx.saved_tensors
         tiling, kernel = ctx.tiling, ctx.kernel
-        kept, ctx.kept = iter(ctx.kept), None
+        kept, ctx.kept = drain(ctx.kept), None
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         need_qs = need_q or need_scale
         d_out = d_out.contiguous()
@@ -125,7 +125,7 @@ class BlockedRows(torch.autograd.Function):
             rows = [x[..., i:j, :] for x in stats]
             carry = 0
             for a, b, hidden in tiling.tiles(i, j, e):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     state = kernel.tile_state(_logits2(qb, k, a, b), hidden, rows)
                 else:
                     state = next(kept)
@@ -149,6 +149,8 @@ class Softpick:
     """A tile's state: x = e^{s - m_t} - e^{-m_t} (0 where masked), m_t and the rows' factor
     e^{m_t - m} / D, m_t being the shift x was made with (the final m when made again)."""
 
+    state = 1              # tiles of state per entry (plan_tiles' ``state``)
+
     def __init__(self, eps: float):
         self.eps = float(eps)
 
@@ -169,7 +171,7 @@ class Softpick:
                 hide(x, hidden, 0.0)
                 alpha = (m - m_new).exp2_()
                 total = x.sum(-1, keepdim=True)
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     positive = x.clamp_(min=0)
                 else:
                     positive = x.clamp(min=0)
@@ -210,6 +212,8 @@ class SignedSoftmax:
     """A tile's state: sgn(s) e^{|s| - m_t} (0 where masked) and the rows' factor
     e^{m_t - lse} (None when made again, with m_t = lse)."""
 
+    state = 1
+
     @staticmethod
     def forward(q, k, v, scale, tiling: Tiling):
         bsz, heads, lq = q.shape[:3]
@@ -236,7 +240,7 @@ class SignedSoftmax:
                     l = l.mul_(alpha).add_(l_tile)
                     acc = acc.mul_(alpha).add_(pv)
                 m = m_new
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     block_kept.append((signed, m_safe))
             empty = l == 0
             out[..., i:j, :] = acc / l.masked_fill(empty, 1.0)
@@ -271,6 +275,8 @@ class SignedSoftmax:
 class SelfAdjust:
     """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
     2 (lse, lo and hi times log2 e). A tile's state: z (s log2 e, 0 where masked) and p."""
+
+    state = 2
 
     def __init__(self, plain: bool):
         self.plain = bool(plain)
@@ -316,7 +322,7 @@ class SelfAdjust:
                     acc_b = acc_b.mul_(alpha).add_(pv)
                     acc_a = acc_a.mul_(alpha).add_(psv)
                 m = m_new
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     block_kept.append((z, p, m_safe))
             empty = l == 0
             inv_r2 = self.inverse_span(lo, hi)[0]
@@ -388,7 +394,7 @@ def rows_attend(q, k, v, mask=None, *, kind: str, eps: float = 0.0, query_scale=
     dtype = compute_dtype(q, k, v)
     scale = as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
-                        recompute=recompute)
+                        recompute=recompute, state=kernel.state)
     out = BlockedRows.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling, kernel)
     return out.to(v.dtype)
 

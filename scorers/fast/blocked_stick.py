@@ -35,7 +35,7 @@ import torch
 from ..base import compute_dtype
 from ..forms import LOG2E
 from .planning import NEG_INF
-from .tiles import (Hidden, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
+from .tiles import (Hidden, Tiling, as_scale, drain, hide, logit_grads, plan_tiles, scale_grads,
                     scale_rows, tile_logits)
 
 STICK_KINDS = ("stick_breaking", "stick_breaking_past")
@@ -103,7 +103,7 @@ class BlockedStickBreaking(torch.autograd.Function):
                 w, owed, total = _tile_weights(tile_logits(qb, flipped_k, ra, rb), outside, debt)
                 acc += torch.matmul(w, flipped_v[..., ra:rb, :])
                 debt = debt + total
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     kept.append((owed, w))
             if current:
                 r0, r1 = _rows_with_current(i, j, offset, lk)
@@ -122,7 +122,7 @@ class BlockedStickBreaking(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, scale, out, remainder = ctx.saved_tensors
         tiling, offset = ctx.tiling, ctx.offset
-        kept, ctx.kept = iter(ctx.kept), None
+        kept, ctx.kept = drain(ctx.kept), None
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         need_qs = need_q or need_scale
         lk = k.shape[-2]
@@ -137,7 +137,7 @@ class BlockedStickBreaking(torch.autograd.Function):
             debt = q.new_zeros(*qb.shape[:-1], 1)
             later = torch.zeros_like(debt)                        # Q over the later tiles
             for a, b, ra, rb, hidden in _tiles_backwards(tiling, i, j, e, offset, lk):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
                     w, owed, total = _tile_weights(tile_logits(qb, flipped_k, ra, rb), outside,
                                                    debt)
@@ -192,7 +192,7 @@ def stick_breaking_attend(q, k, v, mask=None, *, current: bool = True, query_sca
     dtype = compute_dtype(q, k, v)
     scale = as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
-                        recompute=recompute)
+                        recompute=recompute, state=2)
     out = BlockedStickBreaking.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling,
                                      bool(current))
     return out.to(v.dtype)
