@@ -14,11 +14,13 @@ and sum do not make alone: each row carries one or two more statistics across it
   ds = p sgn(s) (sgn(s) dP - delta).
 - self-adjust softmax (``"self_adjust"``): with p = softmax_{V_i}(s), lo_i = min(min_{V_i} s, 0),
   hi_i = max(max_{V_i} s, 0), r_i = max(hi_i - lo_i, 1e-10): w = (s - lo) / r * p. The forward
-  carries lo and hi (and the keys where they are reached) beside the online softmax and two
-  numerators, A = sum_j p_j s_j v_j and B = sum_j p_j v_j, so that O = (A - lo B) / r without
-  knowing lo first. ``"self_adjust_plain"``: w = s p (lo = 0, r = 1). Backward:
-  ds = p (dP / r - delta) + w dP, and at lo's key (lo < 0) dL/dlo = (delta - G) / r, at hi's
-  key (hi > 0) dL/dhi = -delta / r, G_i = sum_j p_j dP_ij (with r clamped: -G / r and 0).
+  takes each query block's tiles twice: first for the row's maximum, lo and hi (and the keys
+  where they are reached), then for p and O = sum_j (s_j - lo) p_j v_j / r (the logits kept
+  between the two where the block keeps its tiles' state, else made again: one matmul, as the
+  second numerator of a one-pass form would cost). ``"self_adjust_plain"``: w = s p (lo = 0,
+  r = 1). Backward: ds = p (dP / r - delta) + w dP, and at lo's key (lo < 0)
+  dL/dlo = (delta - G) / r, at hi's key (hi > 0) dL/dhi = -delta / r, G_i = sum_j p_j dP_ij
+  (with r clamped: -G / r and 0).
 
 :func:`softmax_entropy` is the row statistic of adaptive temperature: H_i of softmax(s) over
 V_i, one forward pass over the tiles (running max m, sum l and u = sum e^{s - m} s:
@@ -274,7 +276,8 @@ class SignedSoftmax:
 
 class SelfAdjust:
     """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
-    2 (lse, lo and hi times log2 e). A tile's state: z (s log2 e, 0 where masked) and p."""
+    2 (lse, lo and hi times log2 e). A tile's state: u = (s - lo) log2 e p' and p' (0 where
+    masked), p' = p / n, and the rows' n (None when made again, with n = 1)."""
 
     state = 2
 
@@ -297,58 +300,58 @@ class SelfAdjust:
         where = [q.new_zeros(bsz, heads, lq, 1, dtype=torch.long) for _ in range(2)]
         kept = []
         for i, j, e, qb in _blocks(q, scale, tiling):
-            m = l = acc_a = acc_b = None
             lo = q.new_zeros(bsz, heads, j - i, 1)
             hi = torch.zeros_like(lo)
             lo_at, hi_at = torch.zeros_like(lo, dtype=torch.long), torch.zeros_like(lo,
                                                                                   dtype=torch.long)
-            block_kept = []
+            m, logits = None, []
             for a, b, hidden in tiling.tiles(i, j, e):
                 z = hide(_logits2(qb, k, a, b), hidden, 0.0)     # masked keys as 0, as lo and hi
                 top = _visible_row_max(z, hidden)
+                m = top if m is None else torch.maximum(m, top)
                 if not self.plain:
                     lo, lo_at = _running(_extreme(z, lower=True), lo, lo_at, a, torch.lt)
                     hi, hi_at = _running(_extreme(z, lower=False), hi, hi_at, a, torch.gt)
-                m_new = top if m is None else torch.maximum(m, top)
-                m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
-                p = hide(z - m_safe, hidden, NEG_INF).exp2_()
-                vb = v[..., a:b, :]
-                pv, psv = torch.matmul(p, vb), torch.matmul(p * z, vb)
-                if m is None:
-                    l, acc_b, acc_a = p.sum(-1, keepdim=True), pv, psv
-                else:
-                    alpha = (m - m_safe).exp2_()
-                    l = l.mul_(alpha).add_(p.sum(-1, keepdim=True))
-                    acc_b = acc_b.mul_(alpha).add_(pv)
-                    acc_a = acc_a.mul_(alpha).add_(psv)
-                m = m_new
+                logits.append(z if tiling.keeps(i) else None)
+            m = m.masked_fill_(m == NEG_INF, 0.0)
+            l = acc = 0
+            block_kept = []
+            for (a, b, hidden), z in zip(tiling.tiles(i, j, e), logits):
+                if z is None:
+                    z = hide(_logits2(qb, k, a, b), hidden, 0.0)
+                p = hide(z - m, hidden, NEG_INF).exp2_()
+                u = z.sub_(lo).mul_(p)
+                l = l + p.sum(-1, keepdim=True)
+                acc = acc + torch.matmul(u, v[..., a:b, :])
                 if tiling.keeps(i):
-                    block_kept.append((z, p, m_safe))
+                    block_kept.append((u, p))
             empty = l == 0
-            inv_r2 = self.inverse_span(lo, hi)[0]
-            out[..., i:j, :] = (acc_a - lo * acc_b) * (inv_r2 / l.masked_fill(empty, 1.0))
-            lse2 = (m.masked_fill(m == NEG_INF, 0.0) + l.log2()).masked_fill_(empty, math.inf)
+            norm = 1.0 / l.masked_fill(empty, 1.0)
+            out[..., i:j, :] = acc * (self.inverse_span(lo, hi)[0] * norm)
+            lse2 = (m + l.log2()).masked_fill_(empty, math.inf)
             for x, y in zip(stats + where, (lse2, lo, hi, lo_at, hi_at)):
                 x[..., i:j, :] = y
-            kept += [(z, p.mul_((m_t - lse2).exp2_())) for z, p, m_t in block_kept]
+            kept += [(u, p, norm) for u, p in block_kept]
         return out, (*stats, *where), kept
 
     @staticmethod
     def tile_state(s2, hidden, rows):
+        lse2, lo2 = rows[:2]
         z = hide(s2, hidden, 0.0)
-        return z, hide(z - rows[0], hidden, NEG_INF).exp2_()
+        p = hide(z - lse2, hidden, NEG_INF).exp2_()
+        return z.sub_(lo2).mul_(p), p, None
 
     def row_factor(self, state, rows):
-        return self.inverse_span(*rows[1:3])[0]
+        inv_r2 = self.inverse_span(*rows[1:3])[0]
+        return inv_r2 if state[2] is None else inv_r2 * state[2]
 
     def tile_grads(self, state, rows, dp, delta, f, carry):
-        z, p = state
-        shifted = z - rows[1]                                             # (s - lo) log2 e
-        w = shifted * p
+        u, p, norm = state
         if not self.plain:
             carry = carry + torch.linalg.vecdot(p, dp).unsqueeze(-1)      # G f
-        ds = shifted.add_(LOG2E).mul_(dp).sub_(delta).mul_(p)   # p ((s - lo + 1) dP / r - delta)
-        return w, ds, carry
+        ds = torch.add(u, p, alpha=LOG2E).mul_(dp).addcmul_(   # p ((s - lo + 1) dP / r - delta)
+            p, delta if norm is None else delta * norm, value=-1.0)
+        return u, ds, carry
 
     def row_grads(self, rows, delta, carry, qb, k, dq, dk, i, need_q, need_k):
         """lo's and hi's gradients, each to the one key where it is reached."""
