@@ -277,6 +277,7 @@ def test_plan_tiles():
     assert cut == [(0, 3, None), (3, 6, 0), (6, 8, 0)]      # from a multiple of MASK_ALIGN keys
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tiles, "MASK_ALIGN", 1)
+        plan = plan_tiles(q, q, causal, block_size=4, key_block=3)
         cut = [(a, b, None if h is None else h.c) for a, b, h in plan.tiles(4, 8, 8)]
         assert cut == [(0, 3, None), (3, 6, 2), (6, 8, 0)]  # masks only keys 5.. of rows 4..7
     padded = causal & torch.tensor([True] * 6 + [False] * 4)

@@ -7,7 +7,7 @@ backward makes the tiles again or keeps their weights.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -108,17 +108,28 @@ class Tiling:
     recompute: bool
     visible: torch.Tensor | None = None
     kept: frozenset[int] = frozenset()
+    made: dict = field(default_factory=dict, compare=False, repr=False)
 
     def keeps(self, i: int) -> bool:
         """Whether the query block of rows from ``i`` keeps its tiles' state for the backward."""
         return i in self.kept
 
-    def tiles(self, i: int, j: int, e: int):
+    def tiles(self, i: int, j: int, e: int) -> list:
         """``(a, b, hidden)`` key blocks of query rows ``[i, j)``; ``hidden`` is the
         :class:`Hidden` entries of the block's keys, or None where every entry is visible.
-        Under a plain causal mask only the keys from row i on can be masked."""
-        for a, b in self.key_blocks(e):
-            hidden = None
+        Under a plain causal mask only the keys from row i on can be masked. Where the mask's
+        tiles are small (causal, or the same for every query), they are made once per call, for
+        the forward and the backward."""
+        found = self.made.get((i, j, e))
+        if found is None:
+            found = list(self._tiles(i, j, e))
+            if self.visible is None or self.visible.shape[-2] == 1:
+                self.made[(i, j, e)] = found
+        return found
+
+    def _tiles(self, i: int, j: int, e: int):
+        for a in range(0, e, self.key_block):
+            b, hidden = min(a + self.key_block, e), None
             if self.causal:
                 if b - 1 > i:
                     c = a + (max(a, i + 1) - a) // MASK_ALIGN * MASK_ALIGN
@@ -129,11 +140,6 @@ class Tiling:
                 rows = m[..., i:j, :] if m.shape[-2] > 1 else m
                 hidden = Hidden(0, ~(rows[..., a:b] if m.shape[-1] > 1 else rows))
             yield a, b, hidden
-
-    def key_blocks(self, e: int):
-        """``(a, b)``: the key blocks of keys ``[0, e)``."""
-        for a in range(0, e, self.key_block):
-            yield a, min(a + self.key_block, e)
 
     @property
     def device(self):
