@@ -404,21 +404,26 @@ def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
-def test_blocked_equals_reference_at_2048_keys(name, kwargs):
-    """Causal and padded causal, 2,048 keys, the default tiling (weights recomputed): outputs
-    and gradients equal the reference's in fp64."""
+@pytest.mark.parametrize("length", [512, 2048], ids=["within_budget", "recomputed"])
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS + [("sparsemax", {}), ("entmax15", {}),
+                                                          ("entmax_bisect", {}), ("sigmoid", {})],
+                         ids=lambda x: str(x))
+def test_blocked_equals_reference_at_long_rows(name, kwargs, length):
+    """Causal and padded causal, the default tiling: at 512 keys the first query blocks keep
+    their state within KEEP_BUDGET and the later ones make it again, at 2,048 keys every tile is
+    made again; outputs and gradients equal the reference's in fp64."""
     scorer = make_scorer(name, kwargs).double()
-    length = 2048
     gen = torch.Generator().manual_seed(3)
     q, k, v, g = (torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
                   for _ in range(4))
     causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
-    valid = torch.arange(length) < 1500
+    plan = plan_tiles(q, k, causal)
+    assert (0 < len(plan.kept) < len(plan.blocks)) if length == 512 else not plan.kept
+    valid = torch.arange(length) < length * 3 // 4
     for mask in (causal, causal & valid):
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(blocked(scorer, None, None, None), scorer, q, k, v, g, mask)
-        assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)
+        assert_close(ref, got, f"{name}{kwargs} {length}", tol=1e-10)
 
 
 def test_sa_softmax_takes_keys_laid_out_as_heads_of_a_projection():
