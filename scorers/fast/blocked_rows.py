@@ -28,8 +28,8 @@ H = m + ln l - u / l), and one more in the backward when the scorer lets a gradi
 dL/ds = -dL/dH p (ln p + H).
 
 Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) each tile's state (what its weights and gradients
-are made from) is kept from the forward, with a per-row factor for the shift it was made at,
-instead of made again. Exponentials run in base 2, as blocked.py's do (the queries carry
+are made from) is kept from the forward, from 512 keys within tiles.py's ``KEEP_BUDGET``, with a
+per-row factor for the shift it was made at, instead of made again. Exponentials run in base 2, as blocked.py's do (the queries carry
 log2 e, the gradients go to the natural logits). Masked keys weigh exactly zero; a query that
 sees no key gets a zero output and zero gradients (docs/scorers.md#fully-masked-rows).
 """
@@ -276,8 +276,9 @@ class SignedSoftmax:
 
 class SelfAdjust:
     """``plain``: w = s p; else w = (s - lo) / r p (see the module doc). Statistics are in base
-    2 (lse, lo and hi times log2 e). A tile's state: u = (s - lo) log2 e p' and p' (0 where
-    masked), p' = p / n, and the rows' n (None when made again, with n = 1)."""
+    2 (lse, lo and hi times log2 e). A tile's state: p' = e^{s - m} (0 where masked),
+    u = (s - lo) log2 e p' and the rows' 1 / l, so that p = p' / l (made again: p' = p and
+    None for 1 / l)."""
 
     state = 2
 

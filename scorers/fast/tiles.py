@@ -38,9 +38,9 @@ BLOCK_ROWS: dict[bool, int] = {False: 64, True: 128}
 # Below the recompute length, the tile state the forward keeps for the backward stays within
 # this many times the entries of q, k, v and the output together (``state`` matrices per entry,
 # the first query blocks first); the later blocks' tiles are made again in the backward. Kept
-# whole, one (Lq, Lk) triangle of weights took 0.7x SDPA's peak memory at (4, 8, 512, 64) and
-# two (stick_breaking's) 3.4x; within the budget every form stays near 2x SDPA's there, and at
-# (8, 8, 128, 32) a form keeping one matrix keeps it whole.
+# whole at (4, 8, 512, 64), stick_breaking's two matrices per entry took 3.41x SDPA's peak
+# memory, sa_softmax's two 2.98x, softpick's one 2.13x and entmax_bisect's 2.15x; within the
+# budget every blocked form took 1.48-1.91x there.
 KEEP_BUDGET = 1.0
 # ... from this many keys: shorter rows keep every block's state, as a recompute there cost more
 # time than the memory it saved was worth (stick_breaking at (8, 4, 128, 16) ran 4.4x SDPA with
@@ -59,7 +59,7 @@ class BlockedError(ValueError):
 class Hidden:
     """The masked entries of one tile: among its keys from ``c`` on, where the boolean ``tile``
     (broadcastable to (…, rows, keys - c)) is True. :func:`hide` fills them through the float
-    forms made here once per tile and pass: on the 2-core CPU a boolean ``masked_fill_`` of a
+    forms made here once per tile: on the 2-core CPU a boolean ``masked_fill_`` of an
     (8, 4, 64, 63) tile slice took 190 us against 30 for a multiply by a float 0/1 mask."""
 
     def __init__(self, c: int, tile: torch.Tensor):
