@@ -29,9 +29,10 @@ dL/ds = -dL/dH p (ln p + H).
 
 Below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) each tile's state (what its weights and gradients
 are made from) is kept from the forward, from 512 keys within tiles.py's ``KEEP_BUDGET``, with a
-per-row factor for the shift it was made at, instead of made again. Exponentials run in base 2, as blocked.py's do (the queries carry
-log2 e, the gradients go to the natural logits). Masked keys weigh exactly zero; a query that
-sees no key gets a zero output and zero gradients (docs/scorers.md#fully-masked-rows).
+per-row factor for the shift it was made at, instead of made again. Exponentials run in base 2,
+as blocked.py's do (the queries carry log2 e, the gradients go to the natural logits). Masked
+keys weigh exactly zero; a query that sees no key gets a zero output and zero gradients
+(docs/scorers.md#fully-masked-rows).
 """
 from __future__ import annotations
 
