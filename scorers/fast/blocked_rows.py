@@ -86,11 +86,14 @@ def _extreme(t: torch.Tensor, lower: bool):
     return value, at.nan_to_num_(0.0).long()
 
 
-def _running(found, best, best_at, offset: int, better):
-    """The running extreme of a row and the key where it is reached, from a tile's
-    (values, indices) (:func:`_extreme`) and ``better`` (torch.lt or torch.gt)."""
+def _running(found, best, best_at, offset: int, lower: bool):
+    """The running minimum (``lower``) or maximum of a row, from 0 on, and the key where it is
+    reached, from a tile's (values, indices) (:func:`_extreme`); ``best`` None: the first
+    tile."""
     value, index = found
-    take = better(value, best)
+    if best is None:
+        return (value.clamp_(max=0.0) if lower else value.clamp_(min=0.0)), index + offset
+    take = torch.lt(value, best) if lower else torch.gt(value, best)
     return torch.where(take, value, best), torch.where(take, index + offset, best_at)
 
 
@@ -287,33 +290,27 @@ class SelfAdjust:
         self.plain = bool(plain)
 
     def inverse_span(self, lo2, hi2):
-        """1 / (r log2 e), so that (s log2 e - lo log2 e) / (r log2 e) = (s - lo) / r; and
-        whether r is clamped."""
+        """1 / (r log2 e), so that (s log2 e - lo log2 e) / (r log2 e) = (s - lo) / r."""
         if self.plain:
-            return torch.full_like(lo2, 1.0 / LOG2E), torch.zeros_like(lo2, dtype=torch.bool)
-        span = hi2 - lo2
-        floor = SPAN_FLOOR * LOG2E
-        return 1.0 / span.clamp(min=floor), span < floor
+            return torch.full_like(lo2, 1.0 / LOG2E)
+        return 1.0 / (hi2 - lo2).clamp_(min=SPAN_FLOOR * LOG2E)
 
     def forward(self, q, k, v, scale, tiling: Tiling):
         bsz, heads, lq = q.shape[:3]
         out = q.new_empty(bsz, heads, lq, v.shape[-1])
-        stats = [q.new_empty(bsz, heads, lq, 1) for _ in range(3)]        # lse2, lo2, hi2
-        where = [q.new_zeros(bsz, heads, lq, 1, dtype=torch.long) for _ in range(2)]
+        stats = q.new_empty(4, bsz, heads, lq, 1)                  # lse2, lo2, hi2, 1 / (r log2 e)
+        where = q.new_zeros(2, bsz, heads, lq, 1, dtype=torch.long)
         kept = []
         for i, j, e, qb in _blocks(q, scale, tiling):
-            lo = q.new_zeros(bsz, heads, j - i, 1)
-            hi = torch.zeros_like(lo)
-            lo_at, hi_at = torch.zeros_like(lo, dtype=torch.long), torch.zeros_like(lo,
-                                                                                  dtype=torch.long)
-            m, logits = None, []
+            lo = hi = lo_at = hi_at = m = None
+            logits = []
             for a, b, hidden in tiling.tiles(i, j, e):
                 z = hide(_logits2(qb, k, a, b), hidden, 0.0)     # masked keys as 0, as lo and hi
                 top = _visible_row_max(z, hidden)
                 m = top if m is None else torch.maximum(m, top)
                 if not self.plain:
-                    lo, lo_at = _running(_extreme(z, lower=True), lo, lo_at, a, torch.lt)
-                    hi, hi_at = _running(_extreme(z, lower=False), hi, hi_at, a, torch.gt)
+                    lo, lo_at = _running(_extreme(z, lower=True), lo, lo_at, a, True)
+                    hi, hi_at = _running(_extreme(z, lower=False), hi, hi_at, a, False)
                 logits.append(z if tiling.keeps(i) else None)
             m = m.masked_fill_(m == NEG_INF, 0.0)
             l = acc = 0
@@ -322,17 +319,21 @@ class SelfAdjust:
                 if z is None:
                     z = hide(_logits2(qb, k, a, b), hidden, 0.0)
                 p = hide(z - m, hidden, NEG_INF).exp2_()
-                u = z.sub_(lo).mul_(p)
+                u = (z if self.plain else z.sub_(lo)).mul_(p)
                 l = l + p.sum(-1, keepdim=True)
                 acc = acc + torch.matmul(u, v[..., a:b, :])
                 if tiling.keeps(i):
                     block_kept.append((u, p))
             empty = l == 0
             norm = 1.0 / l.masked_fill(empty, 1.0)
-            out[..., i:j, :] = acc * (self.inverse_span(lo, hi)[0] * norm)
-            lse2 = (m + l.log2()).masked_fill_(empty, math.inf)
-            for x, y in zip(stats + where, (lse2, lo, hi, lo_at, hi_at)):
-                x[..., i:j, :] = y
+            if self.plain:
+                lo = hi = torch.zeros_like(m)
+            inv_r2 = self.inverse_span(lo, hi)
+            out[..., i:j, :] = acc * (inv_r2 * norm)
+            stats[..., i:j, :] = torch.stack([(m + l.log2()).masked_fill_(empty, math.inf),
+                                              lo, hi, inv_r2])
+            if not self.plain:
+                where[..., i:j, :] = torch.stack([lo_at, hi_at])
             kept += [(u, p, norm) for u, p in block_kept]
         return out, (*stats, *where), kept
 
@@ -343,9 +344,9 @@ class SelfAdjust:
         p = hide(z - lse2, hidden, NEG_INF).exp2_()
         return z.sub_(lo2).mul_(p), p, None
 
-    def row_factor(self, state, rows):
-        inv_r2 = self.inverse_span(*rows[1:3])[0]
-        return inv_r2 if state[2] is None else inv_r2 * state[2]
+    @staticmethod
+    def row_factor(state, rows):
+        return rows[3] if state[2] is None else rows[3] * state[2]
 
     def tile_grads(self, state, rows, dp, delta, f, carry):
         u, p, norm = state
@@ -356,25 +357,24 @@ class SelfAdjust:
         return u, ds, carry
 
     def row_grads(self, rows, delta, carry, qb, k, dq, dk, i, need_q, need_k):
-        """lo's and hi's gradients, each to the one key where it is reached."""
+        """lo's and hi's gradients, each to the one key where it is reached: with r clamped,
+        -G / r and 0, else (delta - G) / r and -delta / r; none where lo or hi is 0."""
         if self.plain:
             return
-        _, lo2, hi2, lo_at, hi_at = rows
-        inv_r2, clamped = self.inverse_span(lo2, hi2)
-        g_lo = torch.where(clamped, -carry, delta * inv_r2 - carry).mul_(LOG2E)
-        g_lo.masked_fill_(lo2 >= 0, 0.0)
-        g_hi = (-delta * inv_r2 * LOG2E).masked_fill_((hi2 <= 0) | clamped, 0.0)
-        j = i + qb.shape[-2]
+        _, lo2, hi2, inv_r2, lo_at, hi_at = rows
+        clamped = (hi2 - lo2) < SPAN_FLOOR * LOG2E
+        scaled = (delta * inv_r2).masked_fill_(clamped, 0.0)
+        g = torch.cat([(scaled - carry).masked_fill_(lo2 >= 0, 0.0),
+                       scaled.neg_().masked_fill_(hi2 <= 0, 0.0)], -2).mul_(LOG2E)
         lk, d = k.shape[-2:]
-        first = torch.arange(0, lo_at.shape[0] * lo_at.shape[1] * lk, lk, device=k.device)
-        first = first.view(*lo_at.shape[:2], 1, 1)                      # row 0 of each (b, h)
-        keys = k.reshape(-1, d)          # index_select and index_add_ ran 5x faster than gather
-        for g, at in ((g_lo, lo_at), (g_hi, hi_at)):                 # and scatter_add_ here
-            index = (at + first).view(-1)
-            if need_q:
-                dq[..., i:j, :] += g * keys.index_select(0, index).view(qb.shape)
-            if need_k:
-                dk.view(-1, d).index_add_(0, index, (g * qb).reshape(-1, d))
+        rows_of = torch.arange(0, lo_at.shape[0] * lo_at.shape[1] * lk, lk, device=k.device)
+        index = torch.cat([lo_at, hi_at], -2).add_(rows_of.view(*lo_at.shape[:2], 1, 1)).view(-1)
+        n = qb.shape[-2]
+        if need_q:       # index_select and index_add_ ran 5x faster than gather and scatter_add_
+            keys = k.reshape(-1, d).index_select(0, index).view(*g.shape[:-1], d)
+            dq[..., i:i + n, :] += (g * keys).view(*qb.shape[:-2], 2, n, d).sum(-3)
+        if need_k:
+            dk.view(-1, d).index_add_(0, index, (g * torch.cat([qb, qb], -2)).view(-1, d))
 
 
 def _kernel(kind: str, eps: float):
