@@ -60,8 +60,8 @@ def _tile_weights(s, outside, debt):
     """A over one tile from its logits s (its keys reversed; overwritten) and the rows' debt
     (-sum lr over the keys after the tile's), -lr over the tile, and its sum over the tile."""
     soft = s.abs().mul_(-LOG2E).exp2_().log1p_()                  # log(1 + e^{-|s|})
-    owed = hide(soft.add_(s.clamp(min=0.0)), outside, 0.0)         # -logsigmoid(-s) = -lr
-    log_a = hide(s.sub_(owed), outside, NEG_INF)                   # logsigmoid(s)
+    owed = hide(s.clamp(min=0.0).add_(soft), outside, 0.0)         # -logsigmoid(-s) = -lr
+    log_a = hide(s.clamp_(max=0.0).sub_(soft), outside, NEG_INF)   # logsigmoid(s)
     owed_sums = owed.cumsum(-1)                                    # over the key and later ones
     log_a[..., 1:] -= owed_sums[..., :-1]
     weights = torch.add(debt * -LOG2E, log_a, alpha=LOG2E, out=log_a).exp2_()
