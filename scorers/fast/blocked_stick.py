@@ -62,6 +62,7 @@ def _tile_weights(s, outside, debt):
     soft = s.abs().mul_(-LOG2E).exp2_().log1p_()                  # log(1 + e^{-|s|})
     owed = hide(s.clamp(min=0.0).add_(soft), outside, 0.0)         # -logsigmoid(-s) = -lr
     log_a = hide(s.clamp_(max=0.0).sub_(soft), outside, NEG_INF)   # logsigmoid(s)
+    del soft
     owed_sums = owed.cumsum(-1)                                    # over the key and later ones
     log_a[..., 1:] -= owed_sums[..., :-1]
     weights = torch.add(debt * -LOG2E, log_a, alpha=LOG2E, out=log_a).exp2_()
@@ -156,6 +157,7 @@ class BlockedStickBreaking(torch.autograd.Function):
                 logit_grads(ds, qb, flipped_k, dq, dk, (i, j), (ra, rb), need_qs, need_k)
             if need_qs:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        del flipped_k, flipped_v
         dk, dv = dk.flip(-2), dv.flip(-2)
         if need_v:
             r0, r1 = _rows_with_current(0, q.shape[-2], offset, lk)
