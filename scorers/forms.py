@@ -58,6 +58,7 @@ class LogitTransform:
     it is not needed) from dt = dL/dt, zero at masked entries (whose s is finite)."""
 
     params: tuple[torch.Tensor, ...] = ()
+    kept_tiles: int = 0             # tile-sized tensors in what ``exponent`` keeps
 
     def exponent(self, s, shift, *params, keep=False):
         return (s.mul_(LOG2E) if shift is None else torch.add(-shift, s, alpha=LOG2E, out=s)), None

@@ -94,6 +94,8 @@ class SSALogits(LogitTransform):
     Rounding 1 + |s'| first moves t by at most n 2^-24 / ln 2, about the float32 rounding of t
     itself near 1."""
 
+    kept_tiles = 2
+
     def __init__(self, n: torch.Tensor):
         self.params = (n,)
 

@@ -13,7 +13,7 @@ import torch
 
 import scorers
 from scorers.fast.blocked import blocked_attend, gate_attend, softmax_attend
-from scorers.fast import blocked_sparse
+from scorers.fast import blocked_sparse, tiles
 from scorers.fast.blocked_sparse import sparse_attend
 from scorers.fast.tiles import BlockedError, plan_tiles
 from scorers.fast import accelerate, fast_paths, scorers_with
@@ -273,14 +273,59 @@ def test_plan_tiles():
     causal = torch.ones(10, 10, dtype=torch.bool).tril()[None, None]
     plan = plan_tiles(q, q, causal, block_size=4, key_block=3)
     assert plan.causal and plan.blocks == ((0, 4, 4), (4, 8, 8), (8, 10, 10))
-    tiles = [(a, b, None if h is None else h[0]) for a, b, h in plan.tiles(4, 8, 8)]
-    assert tiles == [(0, 3, None), (3, 6, 2), (6, 8, 0)]    # masks only keys 5.. of rows 4..7
+    cut = [(a, b, None if h is None else h.c) for a, b, h in plan.tiles(4, 8, 8)]
+    assert cut == [(0, 3, None), (3, 6, 0), (6, 8, 0)]      # from a multiple of MASK_ALIGN keys
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tiles, "MASK_ALIGN", 1)
+        plan = plan_tiles(q, q, causal, block_size=4, key_block=3)
+        cut = [(a, b, None if h is None else h.c) for a, b, h in plan.tiles(4, 8, 8)]
+        assert cut == [(0, 3, None), (3, 6, 2), (6, 8, 0)]  # masks only keys 5.. of rows 4..7
     padded = causal & torch.tensor([True] * 6 + [False] * 4)
     assert [e for _, _, e in plan_tiles(q, q, padded, block_size=4).blocks] == [4, 6, 6]
     assert plan_tiles(q, q, None).recompute is False           # 10 keys: kept on a CPU
     assert plan_tiles(q, q, None, recompute=True).recompute
+    assert plan_tiles(q, q, causal, block_size=4).kept == {0, 4, 8}   # within KEEP_BUDGET
+    assert plan_tiles(q, q, causal, block_size=4, recompute=True).kept == frozenset()
+    with pytest.MonkeyPatch.context() as patch:     # 0.1 x 2 (10 + 10) 4 = 16 entries per (b, h)
+        patch.setattr(tiles, "KEEP_BUDGET", 0.1)
+        assert plan_tiles(q, q, causal, block_size=4).kept == {0, 4, 8}   # 10 keys: all kept
+        patch.setattr(tiles, "KEEP_ALL_BELOW", 0)
+        assert plan_tiles(q, q, causal, block_size=4).kept == {0}  # 4 x 4 fits, 4 x 8 not
+        assert plan_tiles(q, q, causal, block_size=4, state=2).kept == frozenset()
+        assert plan_tiles(q, q, causal, block_size=4, recompute=False).kept == {0, 4, 8}
     with pytest.raises(TypeError, match="boolean"):
         plan_tiles(q, q, torch.ones(10, 10))
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+def test_blocked_equals_reference_with_masks_cut_inside_a_key_block(name, kwargs, monkeypatch):
+    """Causal tiles masked from the first key a row cannot see (MASK_ALIGN 1), not from a
+    multiple of 32 keys into the tile: fp64, causal and padded causal, equal to the reference."""
+    monkeypatch.setattr(tiles, "MASK_ALIGN", 1)
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64)
+    for mask_name in ("causal", "padded_causal"):
+        mask = masks()[mask_name]
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        for tiling in TILINGS[:2]:
+            got = run(blocked(scorer, *tiling), scorer, q, k, v, g, mask)
+            assert_close(ref, got, f"{name}{kwargs} {mask_name} {tiling}", tol=1e-12)
+
+
+@pytest.mark.parametrize("name,kwargs", DECLARED, ids=lambda x: str(x))
+def test_blocked_keeping_some_blocks_equals_reference(name, kwargs, monkeypatch):
+    """Within a small KEEP_BUDGET the first query blocks keep their tiles' state and the later
+    ones make it again in the backward: fp64, every mask, equal to the reference."""
+    monkeypatch.setattr(tiles, "KEEP_BUDGET", 0.1)
+    monkeypatch.setattr(tiles, "KEEP_ALL_BELOW", 0)
+    scorer = make_scorer(name, kwargs).double()
+    q, k, v, g = inputs(torch.float64)
+    plan = plan_tiles(q, k, masks()["causal"], block_size=4)
+    assert 0 < len(plan.kept) < len(plan.blocks)
+    for mask_name, mask in masks().items():
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(blocked(scorer, 4, 5, None), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} {mask_name}", tol=1e-12)
 
 
 def test_bad_options_are_errors():
@@ -359,21 +404,26 @@ def test_row_statistics_survive_far_apart_blocks(name, kwargs, sign):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS, ids=lambda x: str(x))
-def test_blocked_equals_reference_at_2048_keys(name, kwargs):
-    """Causal and padded causal, 2,048 keys, the default tiling (weights recomputed): outputs
-    and gradients equal the reference's in fp64."""
+@pytest.mark.parametrize("length", [512, 2048], ids=["within_budget", "recomputed"])
+@pytest.mark.parametrize("name,kwargs", ROW_STATISTICS + [("sparsemax", {}), ("entmax15", {}),
+                                                          ("entmax_bisect", {}), ("sigmoid", {})],
+                         ids=lambda x: str(x))
+def test_blocked_equals_reference_at_long_rows(name, kwargs, length):
+    """Causal and padded causal, the default tiling: at 512 keys the first query blocks keep
+    their state within KEEP_BUDGET and the later ones make it again, at 2,048 keys every tile is
+    made again; outputs and gradients equal the reference's in fp64."""
     scorer = make_scorer(name, kwargs).double()
-    length = 2048
     gen = torch.Generator().manual_seed(3)
     q, k, v, g = (torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
                   for _ in range(4))
     causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
-    valid = torch.arange(length) < 1500
+    plan = plan_tiles(q, k, causal)
+    assert (0 < len(plan.kept) < len(plan.blocks)) if length == 512 else not plan.kept
+    valid = torch.arange(length) < length * 3 // 4
     for mask in (causal, causal & valid):
         ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
         got = run(blocked(scorer, None, None, None), scorer, q, k, v, g, mask)
-        assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)
+        assert_close(ref, got, f"{name}{kwargs} {length}", tol=1e-10)
 
 
 def test_sa_softmax_takes_keys_laid_out_as_heads_of_a_projection():

@@ -38,6 +38,24 @@ def test_dense_equals_reference_fp64(name, kwargs, mask_name):
     assert_close(ref, got, f"{name}{kwargs} {mask_name} fp64", tol=1e-12)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kwargs", FAMILY, ids=lambda x: str(x))
+def test_dense_equals_reference_at_2048_keys(name, kwargs):
+    """Causal and padded causal, 2,048 keys in query blocks of 64 rows, fp64: P and 1 + |s'|
+    made again from the kept t give the reference's outputs and gradients."""
+    scorer = make_scorer(name, kwargs).double()
+    length = 2048
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, g = (torch.randn(1, 2, length, 16, generator=gen, dtype=torch.float64)
+                  for _ in range(4))
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
+    valid = torch.arange(length) < 1500
+    for mask in (causal, causal & valid):
+        ref = run(scorer.reference_attend, scorer, q, k, v, g, mask)
+        got = run(dense(scorer, 64), scorer, q, k, v, g, mask)
+        assert_close(ref, got, f"{name}{kwargs} 2048", tol=1e-10)
+
+
 def test_dense_at_large_logits_and_one_key_rows():
     """Logits of |s| ~ 1e3 (t ~ n log 800) and a causal first row that sees one key."""
     scorer = make_scorer("ssa_gpt2").double()

@@ -46,8 +46,8 @@ from .blocked_rows import ROW_KINDS, entropy_scale, rows_attend
 from .blocked_sparse import SPARSE_KINDS, sparse_attend
 from .blocked_stick import STICK_KINDS, stick_breaking_attend
 from .planning import NEG_INF
-from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
-                    scale_rows, tile_logits)
+from .tiles import (BlockedError, Tiling, as_scale, drain, hide, logit_grads, plan_tiles,
+                    scale_grads, scale_rows, tile_logits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ class BlockedSoftmax(torch.autograd.Function):
                 top = transform.exponent(_row_max(s), None, *params)[0]
                 m_new = top if m is None else torch.maximum(m, top)
                 m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0)
-                t, saved = transform.exponent(s, m_safe, *params, keep=not tiling.recompute)
+                t, saved = transform.exponent(s, m_safe, *params, keep=tiling.keeps(i))
                 p = hide(t, hidden, NEG_INF).exp2_()
                 pv = torch.matmul(p, v[..., a:b, :])
                 if m is None:
@@ -92,7 +92,7 @@ class BlockedSoftmax(torch.autograd.Function):
                     l = l * alpha + p.sum(-1, keepdim=True)
                     acc = pv if acc is None else acc.mul_(alpha).add_(pv)
                 m = m_new
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     block_kept.append((p, m_safe, saved))
             empty = l == 0
             if acc is None:                        # a sink and no key
@@ -117,7 +117,7 @@ class BlockedSoftmax(torch.autograd.Function):
         q, k, v, scale, out, lse2, *rest = ctx.saved_tensors
         sink = rest.pop(0) if ctx.has_sink else None
         params = rest[:ctx.n_params]
-        kept = iter(ctx.kept)
+        kept, ctx.kept = drain(ctx.kept), None
         tiling, transform = ctx.tiling, ctx.transform
         need_q, need_k, need_v, need_scale, need_sink = ctx.needs_input_grad[:5]
         needs = ctx.needs_input_grad[7:]
@@ -131,7 +131,7 @@ class BlockedSoftmax(torch.autograd.Function):
             dob, lse_b, delta_b = d_out[..., i:j, :], lse2[..., i:j, :], delta[..., i:j, :]
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     t, saved = transform.exponent(tile_logits(qb, k, a, b), lse_b, *params,
                                                   keep=True)
                     p = hide(t, hidden, NEG_INF).exp2_()
@@ -148,7 +148,6 @@ class BlockedSoftmax(torch.autograd.Function):
                 logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_q or need_scale, need_k)
             if need_q or need_scale:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)
-        ctx.kept = None
         dsink = None
         if need_sink:
             w_sink = (sink * LOG2E - lse2).exp2_()         # exp(sigma - lse); 0 on empty rows
@@ -170,7 +169,7 @@ def softmax_attend(q, k, v, mask=None, *, transform: LogitTransform = IDENTITY,
     dtype = compute_dtype(q, k, v)
     scale = as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
-                        recompute=recompute)
+                        recompute=recompute, state=1 + transform.kept_tiles)
     if sink is not None:
         sink = sink.to(dtype)
         if sink.dim() != 4 or sink.shape[-2:] != (1, 1):
@@ -218,7 +217,7 @@ class BlockedGate(torch.autograd.Function):
                 w = _gate(kind, tile_logits(qb, k, a, b), bias)
                 hide(w, hidden, 0.0)
                 out[..., i:j, :] += torch.matmul(w, v[..., a:b, :])
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     kept.append(w)
         ctx.tiling, ctx.kind, ctx.bias, ctx.kept = tiling, kind, bias, kept
         ctx.save_for_backward(q, k, v, scale)
@@ -228,23 +227,21 @@ class BlockedGate(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
         q, k, v, scale = ctx.saved_tensors
-        kept, ctx.kept = ctx.kept, None
+        kept, ctx.kept = drain(ctx.kept), None
         tiling, kind = ctx.tiling, ctx.kind
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         d_out = d_out.contiguous()
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dscale = torch.zeros_like(scale) if need_scale else None
-        index = 0
         for i, j, e in tiling.blocks:
             dob = d_out[..., i:j, :]
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     w = _gate(kind, tile_logits(qb, k, a, b), ctx.bias)
                     hide(w, hidden, 0.0)
                 else:
-                    w = kept[index]
-                    index += 1
+                    w = next(kept)
                 if need_v:
                     dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
                 ds = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).mul_(

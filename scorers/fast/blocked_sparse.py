@@ -41,8 +41,8 @@ import torch
 from ..base import compute_dtype
 from ..pivot import power_on_support, sum_of_squares, support_size_
 from .planning import NEG_INF
-from .tiles import (BlockedError, Tiling, as_scale, hide, logit_grads, plan_tiles, scale_grads,
-                    scale_rows, tile_logits)
+from .tiles import (BlockedError, Tiling, as_scale, drain, hide, logit_grads, plan_tiles,
+                    scale_grads, scale_rows, tile_logits)
 
 SPARSE_KINDS = {"sparsemax": 1, "entmax15": 2, "entmax_alpha": None}
 # A query block keeps its logit tiles across the threshold's passes up to this many tiles.
@@ -167,7 +167,7 @@ class BlockedSparse(torch.autograd.Function):
                 out[..., i:j, :] += torch.matmul(w, v[..., a:b, :])
                 rv[..., i:j, :] += torch.matmul(on, v[..., a:b, :])
                 total = total + on.sum(-1, keepdim=True)
-                if not tiling.recompute:
+                if tiling.keeps(i):
                     kept.append(r)
             norm[..., i:j, :] = total
             thresholds[..., i:j, :] = (rows.m + tau).masked_fill_(rows.empty, math.inf)
@@ -179,7 +179,7 @@ class BlockedSparse(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out):
         q, k, v, scale, thresholds, rv, norm = ctx.saved_tensors
-        kept, ctx.kept = iter(ctx.kept), None
+        kept, ctx.kept = drain(ctx.kept), None
         tiling, power = ctx.tiling, ctx.power
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
         d_out = d_out.contiguous()
@@ -190,7 +190,7 @@ class BlockedSparse(torch.autograd.Function):
             dob, tau, centre_b = d_out[..., i:j, :], thresholds[..., i:j, :], centre[..., i:j, :]
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     r = tile_logits(qb, k, a, b).sub_(tau).clamp_(min=0)
                     hide(r, hidden, 0.0)
                 else:
@@ -391,7 +391,7 @@ class BlockedEntmaxAlpha(torch.autograd.Function):
         kept = []
         for i, j, e in tiling.blocks:
             rows = _Rows(q[..., i:j, :] * scale_rows(zscale, i, j), k, tiling, i, j, e)
-            tau, sums = _entmax_block(rows, r, v, entropy, not tiling.recompute)
+            tau, sums = _entmax_block(rows, r, v, entropy, tiling.keeps(i))
             kept += sums.kept
             total = sums.sw.masked_fill(rows.empty, 1.0)
             out[..., i:j, :] = sums.wv / total
@@ -413,7 +413,7 @@ class BlockedEntmaxAlpha(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, zscale, alpha, thresholds, uv, su, sw, out, neg_entropy, wlogw_v = \
             ctx.saved_tensors
-        kept, ctx.kept = iter(ctx.kept), None
+        kept, ctx.kept = drain(ctx.kept), None
         tiling = ctx.tiling
         need_q, need_k, need_v, _, need_alpha = ctx.needs_input_grad[:5]
         r = _root(alpha)
@@ -427,7 +427,7 @@ class BlockedEntmaxAlpha(torch.autograd.Function):
             dob_r, centre_r = dob * r, centre[..., i:j, :] * r      # dL/dz = r u (g - c)
             qb = q[..., i:j, :] * scale_rows(zscale, i, j)
             for a, b, hidden in tiling.tiles(i, j, e):
-                if tiling.recompute:
+                if not tiling.keeps(i):
                     d = hide(tile_logits(qb, k, a, b).sub_(tau).clamp_(min=0), hidden, 0.0)
                     u = d if linear else power_on_support(d, r - 1)
                     w = None if linear else d.mul_(u)
@@ -474,15 +474,15 @@ def sparse_attend(q, k, v, mask=None, *, kind: str, query_scale=None, alpha=None
     scale = as_scale(query_scale, q, dtype)
     if scale.requires_grad:
         raise ValueError("the blocked sparse forms take a constant query_scale")
-    tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
-                        recompute=recompute)
     args = q.to(dtype), k.to(dtype), v.to(dtype), scale
+    options = dict(block_size=block_size, key_block=key_block, recompute=recompute)
     if power is not None:
-        return BlockedSparse.apply(*args, tiling, power).to(v.dtype)
+        return BlockedSparse.apply(*args, plan_tiles(q, k, mask, **options), power).to(v.dtype)
     alpha = torch.as_tensor(alpha, device=q.device).to(dtype)
     if not (alpha.numel() == 1 or alpha.dim() == 4 and alpha.shape[-2:] == (1, 1)):
         raise BlockedError(f"alpha must be a float or a tensor shaped (B, H, 1, 1), got "
                            f"{tuple(alpha.shape)}")
     if not bool(((alpha > 1) & (alpha <= 2)).all()):
         raise ValueError(f"the blocked alpha-entmax needs alpha in (1, 2], got {alpha.tolist()}")
+    tiling = plan_tiles(q, k, mask, **options, state=1 if _linear(_root(alpha)) else 2)
     return BlockedEntmaxAlpha.apply(*args, alpha, tiling).to(v.dtype)

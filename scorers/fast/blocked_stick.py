@@ -7,12 +7,15 @@ visible keys j < I, its past P_i. With beta = sigmoid(s), lr = logsigmoid(-s) = 
 
 and (``current=True``) the remainder rho_i = exp(sum_{k in P_i} lr_ik) goes to key I when it is
 visible. R is a reverse cumulative sum, so each row's key tiles are taken from the last one
-backwards, carrying the sum over the tiles already seen, in log space as the reference sums it
-(scorers/gates.py); the remainder is the carry at the end. logsigmoid(s) and logsigmoid(-s)
-share log(1 + e^{-|s|}), and the exponentials run in base 2 (on a CPU ``exp`` of the very
-negative logs that stick-breaking makes is several times slower than ``exp2``). Saved: each
-row's remainder (0 where key I is hidden), and below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) the
-tiles' logits and weights, which the backward would otherwise make again.
+backwards, carrying the sum over the tiles already seen (the debt, -sum lr), in log space as the
+reference sums it (scorers/gates.py); the remainder is e^{-debt} at the end. Within a tile the
+keys run backwards too: its logits are made against k flipped along the keys (v, and the
+gradients of k and v, flipped likewise), so that a tile's sums over the later keys are one
+cumulative sum, with no flip of a tile. logsigmoid(s) and logsigmoid(-s) share
+log(1 + e^{-|s|}), and the exponentials run in base 2 (on a CPU ``exp`` of the very negative
+logs that stick-breaking makes is several times slower than ``exp2``). Saved: each row's
+remainder (0 where key I is hidden), and below ``RECOMPUTE_FROM_KEYS`` keys (tiles.py) the
+tiles' -lr and weights, which the backward would otherwise make again.
 
 Backward, with dP = dO V^T, delta_i = dO_i . O_i and Q_ij = sum_{k in P_i, k >= j} dP_ik A_ik
 (carried backwards over the tiles the same way): A_ij depends on s_ij through logsigmoid(s_ij)
@@ -20,7 +23,8 @@ Backward, with dP = dO V^T, delta_i = dO_i . O_i and Q_ij = sum_{k in P_i, k >= 
 
     ds_ij = dP_ij A_ij (1 - beta_ij) - beta_ij (delta_i - Q_ij),
 
-delta_i - Q_ij being the weighted sum over the keys before j and the remainder's term. The
+one lerp from Q_ij - delta_i to dP_ij A_ij by 1 - beta_ij = e^{lr_ij}; delta_i - Q_ij is the
+weighted sum over the keys before j and the remainder's term. The
 remainder's value gradient goes to row I of dV. Rows that see no key get zero output and zero
 gradients (docs/scorers.md#fully-masked-rows).
 """
@@ -30,41 +34,39 @@ import torch
 
 from ..base import compute_dtype
 from ..forms import LOG2E
-from .tiles import Tiling, as_scale, logit_grads, plan_tiles, scale_grads, scale_rows, tile_logits
+from .planning import NEG_INF
+from .tiles import (Hidden, Tiling, as_scale, drain, hide, logit_grads, plan_tiles, scale_grads,
+                    scale_rows, tile_logits)
 
 STICK_KINDS = ("stick_breaking", "stick_breaking_past")
 
 
-def _not_past(tiling: Tiling, hidden, i: int, j: int, a: int, b: int, offset: int, device):
-    """The entries of tile rows [i, j) x keys [a, b) outside the rows' past (a key at or after
-    the query's position, or masked), or None where every entry is in it."""
+def _not_past(tiling: Tiling, hidden: Hidden | None, i: int, j: int, a: int, b: int,
+              offset: int, device) -> Hidden | None:
+    """The entries of tile rows [i, j) x keys b - 1 down to a (the tile's keys reversed) outside
+    the rows' past (a key at or after the query's position, or masked), or None where every
+    entry is in it."""
     outside = None
     if b - 1 >= i + offset:
         rows = torch.arange(i + offset, j + offset, device=device)[:, None]
-        outside = torch.arange(a, b, device=device)[None, :] >= rows
+        outside = torch.arange(b - 1, a - 1, -1, device=device)[None, :] >= rows
     if not tiling.causal and hidden is not None:
-        outside = hidden[1] if outside is None else hidden[1] | outside
-    return outside
+        tile = hidden.tile.flip(-1)
+        outside = tile if outside is None else tile | outside
+    return None if outside is None else Hidden(0, outside)
 
 
-def _suffix_sums(x: torch.Tensor) -> torch.Tensor:
-    """sum_{k >= j} x_k along the last dimension."""
-    return x.flip(-1).cumsum(-1).flip(-1)
-
-
-def _tile_weights(s, outside, carry):
-    """A over one tile from its logits s and the rows' carry (the lr sum over later tiles), and
-    lr's suffix sums over the tile."""
+def _tile_weights(s, outside, debt):
+    """A over one tile from its logits s (its keys reversed; overwritten) and the rows' debt
+    (-sum lr over the keys after the tile's), -lr over the tile, and its sum over the tile."""
     soft = s.abs().mul_(-LOG2E).exp2_().log1p_()                  # log(1 + e^{-|s|})
-    log_a = s.clamp(max=0.0).sub_(soft)                              # logsigmoid(s)
-    lr = soft.neg_().sub_(s.clamp(min=0.0))                          # logsigmoid(-s)
-    if outside is not None:
-        lr.masked_fill_(outside, 0.0)
-        log_a.masked_fill_(outside, float("-inf"))
-    suffix = _suffix_sums(lr)
-    log_a.add_(carry)
-    log_a[..., :-1] += suffix[..., 1:]
-    return log_a.mul_(LOG2E).exp2_(), suffix
+    owed = hide(s.clamp(min=0.0).add_(soft), outside, 0.0)         # -logsigmoid(-s) = -lr
+    log_a = hide(s.clamp_(max=0.0).sub_(soft), outside, NEG_INF)   # logsigmoid(s)
+    del soft
+    owed_sums = owed.cumsum(-1)                                    # over the key and later ones
+    log_a[..., 1:] -= owed_sums[..., :-1]
+    weights = torch.add(debt * -LOG2E, log_a, alpha=LOG2E, out=log_a).exp2_()
+    return weights, owed, owed_sums[..., -1:]
 
 
 def _rows_with_current(i: int, j: int, offset: int, lk: int) -> tuple[int, int]:
@@ -72,10 +74,17 @@ def _rows_with_current(i: int, j: int, offset: int, lk: int) -> tuple[int, int]:
     return max(i, -offset), min(j, lk - offset)
 
 
+def _tiles_backwards(tiling: Tiling, i: int, j: int, e: int, offset: int, lk: int):
+    """``(a, b, ra, rb, hidden)``: rows [i, j)'s key tiles [a, b) from the last one backwards,
+    with [ra, rb), where their keys sit in the flipped k and v."""
+    for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
+        yield a, b, lk - b, lk - a, hidden
+
+
 class BlockedStickBreaking(torch.autograd.Function):
     """See the module doc. Inputs: q, k, v, the query scale, the tiling, and whether the
     remainder goes to the current key; saves each row's remainder (and, below the recompute
-    length, the tiles' logits and weights)."""
+    length, the tiles' -lr and weights)."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, tiling: Tiling, current: bool):
@@ -85,23 +94,23 @@ class BlockedStickBreaking(torch.autograd.Function):
         out = q.new_zeros(bsz, heads, lq, v.shape[-1])
         remainder = q.new_zeros(bsz, heads, lq, 1)
         diagonal = _current_visible(tiling, q, offset)
+        flipped_k, flipped_v = k.flip(-2), v.flip(-2)
         kept = []
         for i, j, e in tiling.blocks:
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
-            carry = q.new_zeros(bsz, heads, j - i, 1)
+            debt = q.new_zeros(bsz, heads, j - i, 1)
             acc = out[..., i:j, :]
-            for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
-                s = tile_logits(qb, k, a, b)
+            for a, b, ra, rb, hidden in _tiles_backwards(tiling, i, j, e, offset, lk):
                 outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
-                w, suffix = _tile_weights(s, outside, carry)
-                acc += torch.matmul(w, v[..., a:b, :])
-                carry = carry + suffix[..., :1]
-                if not tiling.recompute:
-                    kept.append((s, w, outside))
+                w, owed, total = _tile_weights(tile_logits(qb, flipped_k, ra, rb), outside, debt)
+                acc += torch.matmul(w, flipped_v[..., ra:rb, :])
+                debt = debt + total
+                if tiling.keeps(i):
+                    kept.append((owed, w))
             if current:
                 r0, r1 = _rows_with_current(i, j, offset, lk)
                 if r1 > r0:
-                    rho = carry[..., r0 - i:r1 - i, :].exp()
+                    rho = debt[..., r0 - i:r1 - i, :].neg().exp_()
                     if diagonal is not None:
                         rho = rho * diagonal[..., r0:r1, :]
                     remainder[..., r0:r1, :] = rho
@@ -115,41 +124,43 @@ class BlockedStickBreaking(torch.autograd.Function):
     def backward(ctx, d_out):
         q, k, v, scale, out, remainder = ctx.saved_tensors
         tiling, offset = ctx.tiling, ctx.offset
-        kept, ctx.kept = iter(ctx.kept), None
+        kept, ctx.kept = drain(ctx.kept), None
         need_q, need_k, need_v, need_scale = ctx.needs_input_grad[:4]
         need_qs = need_q or need_scale
+        lk = k.shape[-2]
         d_out = d_out.contiguous()
         delta = (d_out * out).sum(-1, keepdim=True)
+        flipped_k, flipped_v = k.flip(-2), v.flip(-2)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dscale = torch.zeros_like(scale) if need_scale else None
         for i, j, e in tiling.blocks:
             qb = q[..., i:j, :] * scale_rows(scale, i, j)
             dob, delta_b = d_out[..., i:j, :], delta[..., i:j, :]
-            carry = q.new_zeros(*qb.shape[:-1], 1)
-            later = torch.zeros_like(carry)                       # Q over the later tiles
-            for a, b, hidden in reversed(list(tiling.tiles(i, j, min(e, j + offset)))):
-                if tiling.recompute:
-                    s = tile_logits(qb, k, a, b)
+            debt = q.new_zeros(*qb.shape[:-1], 1)
+            later = torch.zeros_like(debt)                        # Q over the later tiles
+            for a, b, ra, rb, hidden in _tiles_backwards(tiling, i, j, e, offset, lk):
+                if not tiling.keeps(i):
                     outside = _not_past(tiling, hidden, i, j, a, b, offset, q.device)
-                    w, suffix = _tile_weights(s, outside, carry)
-                    carry = carry + suffix[..., :1]
+                    w, owed, total = _tile_weights(tile_logits(qb, flipped_k, ra, rb), outside,
+                                                   debt)
+                    debt = debt + total
                 else:
-                    s, w, outside = next(kept)
+                    owed, w = next(kept)
                 if need_v:
-                    dv[..., a:b, :] += torch.matmul(w.transpose(-1, -2), dob)
-                pa = torch.matmul(dob, v[..., a:b, :].transpose(-1, -2)).mul_(w)
+                    dv[..., ra:rb, :] += torch.matmul(w.transpose(-1, -2), dob)
+                pa = torch.matmul(dob, flipped_v[..., ra:rb, :].transpose(-1, -2)).mul_(w)
                 del w
-                q_sums = _suffix_sums(pa).add_(later)
-                later = q_sums[..., :1].clone()
-                beta = s.sigmoid_()
-                if outside is not None:
-                    beta.masked_fill_(outside, 0.0)
-                ds = pa.sub_(beta.mul_(q_sums.neg_().add_(delta_b).add_(pa)))
-                logit_grads(ds, qb, k, dq, dk, (i, j), (a, b), need_qs, need_k)
+                q_less = pa.cumsum(-1).add_(later - delta_b)              # Q - delta
+                later = q_less[..., -1:] + delta_b
+                # ds = dP A (1 - beta) + beta (Q - delta), 1 - beta = e^{lr}
+                ds = torch.lerp(q_less, pa, owed.mul_(-LOG2E).exp2_(), out=pa)
+                logit_grads(ds, qb, flipped_k, dq, dk, (i, j), (ra, rb), need_qs, need_k)
             if need_qs:
                 scale_grads(dq, q, scale, i, j, need_scale, dscale)
+        del flipped_k, flipped_v
+        dk, dv = dk.flip(-2), dv.flip(-2)
         if need_v:
-            r0, r1 = _rows_with_current(0, q.shape[-2], offset, k.shape[-2])
+            r0, r1 = _rows_with_current(0, q.shape[-2], offset, lk)
             if r1 > r0:
                 dv[..., r0 + offset:r1 + offset, :] += (remainder[..., r0:r1, :]
                                                          * d_out[..., r0:r1, :])
@@ -184,7 +195,7 @@ def stick_breaking_attend(q, k, v, mask=None, *, current: bool = True, query_sca
     dtype = compute_dtype(q, k, v)
     scale = as_scale(query_scale, q, dtype)
     tiling = plan_tiles(q, k, mask, block_size=block_size, key_block=key_block,
-                        recompute=recompute)
+                        recompute=recompute, state=2)
     out = BlockedStickBreaking.apply(q.to(dtype), k.to(dtype), v.to(dtype), scale, tiling,
                                      bool(current))
     return out.to(v.dtype)
