@@ -14,15 +14,17 @@ A field's annotation is its type: ``int``, ``float``, ``bool``, ``str``, ``tuple
 ``ge``/``gt``/``le``/``lt`` and ``choices`` (for a tuple or a dict, on every element; a function
 when the choices are a registry that can grow), ``nonempty`` for a tuple, ``tunable``: the tuning
 protocol may sweep the field (optimizer settings only, so every point of a grid trains at the same
-budget), and ``role``: what the setting is to the code that reads it (``"rate"``: a learning rate,
-``"steps"``: a training length).
+budget), ``role``: what the setting is to the code that reads it (``"rate"``: a learning rate,
+``"steps"``: a training length), and ``off_at_default``: the default switches the setting's
+feature off, so at its default the field changes nothing.
 
 Building a settings object checks every field against its declaration (ints become floats for
 float fields, lists tuples for tuple fields), then :meth:`Settings.check`. :func:`build` makes one
 from a table of a profile and words every error in one form, naming the file, the table and the
 key. A plain dataclass gets the same checks through :func:`check_fields`. :func:`effective`
-gives the fields that change what runs: all but those :meth:`Settings.inert` names, so a setting
-added switched off leaves every existing table's identity as it was.
+gives the fields that change what runs: all but those :meth:`Settings.inert` names (by default the
+``off_at_default`` fields at their default), so a setting added switched off leaves every existing
+table's identity as it was.
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ class Declaration:
     nonempty: bool = False
     tunable: bool = False
     role: str | None = None
+    off_at_default: bool = False
 
     def __post_init__(self):
         if self.role is not None and self.role not in ROLES:
@@ -245,9 +248,10 @@ class Settings:
         """Relations between fields; raise :class:`SettingError`. Subclasses extend it."""
 
     def inert(self) -> tuple[str, ...]:
-        """The fields whose values change nothing, given the others (e.g. the settings of a mode
-        that is off). Subclasses extend it."""
-        return ()
+        """The fields whose values change nothing, given the others: the ``off_at_default`` fields
+        at their default. Subclasses extend it (e.g. with the settings of a mode that is off)."""
+        return tuple(f.name for f in dataclasses.fields(self) if declaration(f).off_at_default
+                     and getattr(self, f.name) == default(type(self), f.name))
 
 
 def effective(obj) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class DecoderLMConfig(TaskConfig):
     diverge_factor: float = setting(1.5, gt=0)   # diverged: smoothed loss > factor * ln(V)
     log_every: int = setting(50, ge=1)
     # validation evaluations evenly spaced to the last step, beside the curve's log-spaced ones
-    dense_curve_points: int = setting(0, ge=0)
+    dense_curve_points: int = setting(0, ge=0, off_at_default=True)
     # evaluation
     ppl_protocol: str = setting("rolling", choices=PROTOCOLS)
     ppl_sets: tuple[str, ...] = setting(PPL_SETS, choices=PPL_SETS)
@@ -105,9 +105,6 @@ class DecoderLMConfig(TaskConfig):
     eval_batch_tokens: int = setting(8192, ge=1)
     context_multiples: tuple[int, ...] = setting((1, 2, 4), choices=CONTEXT_MULTIPLES)  # () : none
     headline_metrics: tuple[str, ...] = ()        # () : the declared headline metrics
-
-    def inert(self) -> tuple[str, ...]:
-        return () if self.dense_curve_points else ("dense_curve_points",)
 
     def model_config(self, vocab_size: int, scorer: str, scorer_kwargs: dict) -> DecoderConfig:
         return DecoderConfig(vocab_size=vocab_size, scorer=scorer, scorer_kwargs=dict(scorer_kwargs),

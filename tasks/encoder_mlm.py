@@ -84,10 +84,7 @@ class EncoderMLMConfig(TaskConfig):
     eval_batch_size: int = setting(256, ge=1)
     log_every: int = setting(100, ge=1)
     # validation evaluations evenly spaced to the last step, beside the curve's log-spaced ones
-    dense_curve_points: int = setting(0, ge=0)
-
-    def inert(self) -> tuple[str, ...]:
-        return () if self.dense_curve_points else ("dense_curve_points",)
+    dense_curve_points: int = setting(0, ge=0, off_at_default=True)
 
     def check(self) -> None:
         if self.n_embd % self.n_head:

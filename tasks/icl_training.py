@@ -105,10 +105,10 @@ class ICLTaskConfig(TaskConfig):
                                   f"[{low:g}, {high:g}], got {value!r}", key)
 
     def inert(self) -> tuple[str, ...]:
+        unused = ("softmax_converged_at",)
         if self.stop == STEPS:
-            return ("stop", "patience", "tolerance", "eval_every", "learned_at", "target",
-                    "softmax_converged_at")
-        return ("softmax_converged_at",)
+            unused += ("stop", "patience", "tolerance", "eval_every", "learned_at", "target")
+        return super().inert() + unused
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
         return ICLModelConfig(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,

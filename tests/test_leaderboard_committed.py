@@ -162,6 +162,27 @@ def test_every_committed_tuned_scorer_is_reported_at_the_rules_choice():
     assert [c for c in checked if c[2] != c[3]] == []
 
 
+def test_every_committed_cell_keeps_its_identity_under_the_tasks_declarations():
+    """A committed record's config is what its task's Config rebuilds and :func:`effective` keeps:
+    a setting added since (off at its default, or inert given the others) leaves its cell id."""
+    import gzip
+
+    import tasks
+    from registry.settings import effective
+
+    repo = Path(__file__).resolve().parent.parent
+    paths = sorted((repo / "leaderboard" / "records").glob("*/*/*.json.gz"))
+    assert paths, "no committed records"
+    changed = []
+    for path in paths:
+        stored = json.loads(gzip.decompress(path.read_bytes()))["cell"]["config"]
+        rebuilt = json.loads(json.dumps(effective(tasks.create_task(path.parts[-3]).config(stored))))
+        if rebuilt != stored:
+            changed.append((path.name, sorted(k for k in rebuilt.keys() | stored.keys()
+                                              if rebuilt.get(k) != stored.get(k))))
+    assert changed == []
+
+
 def test_check_names_a_changed_record_and_the_rows_it_feeds(tmp_path, capsys):
     records = populate_and_return(tmp_path / "records")
     releases = tmp_path / "leaderboard" / "releases"
