@@ -248,3 +248,46 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     again = changes(now, [], {**before, "meta": {**before["meta"], "convergence": {"t": {}}}},
                     "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
     assert all(len(v) == 5 for v in again["tasks"][0]["verdicts"])
+
+
+def test_sweep_records_of_an_older_task_version_never_join_the_tuning_summary():
+    """A task version bumped mid-board (a new protocol): the rule's choice and the tuning table
+    read the sweeps of the reporting records' version alone; before the new version reports, its
+    sweeps under way stay out as well."""
+    from leaderboard.loading.choice import SELECTION_RULE
+    from leaderboard.loading.records import LoadedRecords, Record
+    from leaderboard.loading.selection import current
+    from leaderboard.method import tuning
+
+    def record(version, role, seed, lr, value=None):
+        block = {"role": role, "point": {"lr": lr}, "grid": {"lr": [1e-3, 4e-3]},
+                 "selection_metric": "val", "direction": "lower",
+                 "rule": "worst cell at the rate, then best mean"}
+        return Record(path=f"t/softmax/v{version}-{role}-{lr}-{seed}.json",
+                      cell_id=f"{version}{role}{lr}{seed}", task="t", task_version=version,
+                      track="icl", scorer="softmax", scorer_version=1, scorer_kwargs={},
+                      profile="cpu", seed=seed, config={"lr": lr, "v": version}, status="ok",
+                      message="", step=None, metrics={}, metric_specs={}, grids={}, items={},
+                      role="tuned" if role == "report" else role, tuning=block,
+                      validation=None if value is None else {"metric": "val", "value": value,
+                                                             "direction": "lower"},
+                      provenance={"finished": f"2026-12-0{version}"})
+
+    # v1 chose 1e-3; v2's sweeps favour 4e-3, and its reports follow
+    v1 = [record(1, "sweep", s, 1e-3, 0.1) for s in (1000, 1001)] + \
+        [record(1, "sweep", s, 4e-3, 0.9) for s in (1000, 1001)]
+    v2 = [record(2, "sweep", s, 1e-3, 0.9) for s in (1000, 1001)] + \
+        [record(2, "sweep", s, 4e-3, 0.1) for s in (1000, 1001)]
+    v1_reports = [record(1, "report", s, 1e-3) for s in (0, 1)]
+    v2_reports = [record(2, "report", s, 4e-3) for s in (0, 1)]
+
+    both = current(LoadedRecords(v1_reports + v2_reports, [], v1 + v2))
+    assert {r.task_version for r in both.records + both.sweeps} == {2}
+    (softmax,) = tuning.summary(both, SELECTION_RULE)["t"]["scorers"].values()
+    assert softmax["chosen"] == softmax["rule_choice"] == {"lr": 4e-3}
+    assert [p["ok"] for p in softmax["points"]] == [2, 2]
+
+    under_way = current(LoadedRecords(v1_reports, [], v1 + v2))
+    assert {r.task_version for r in under_way.records + under_way.sweeps} == {1}
+    only_sweeps = current(LoadedRecords([], [], v1 + v2))
+    assert {r.task_version for r in only_sweeps.sweeps} == {2}

@@ -144,17 +144,14 @@ def test_the_repository_check_passes():
 def test_every_committed_tuned_scorer_is_reported_at_the_rules_choice():
     """The committed records obey the tuning rule: each tuned scorer's reporting point (the latest
     chosen) is the rule's choice recomputed from its committed sweep records."""
-    from dataclasses import replace
-
     from leaderboard.method import tuning
     from leaderboard.loading.records import load_records
-    from leaderboard.loading.selection import split_superseded
+    from leaderboard.loading.selection import current
     from leaderboard.loading.choice import SELECTION_RULE
 
     repo = Path(__file__).resolve().parent.parent
-    loaded = load_records(repo / "leaderboard" / "records")
-    board = replace(loaded, records=split_superseded(loaded.records)[0])
-    summary = tuning.summary(board, SELECTION_RULE)
+    summary = tuning.summary(current(load_records(repo / "leaderboard" / "records")),
+                             SELECTION_RULE)
     checked = [(task, label, s["chosen"], s["rule_choice"])
                for task, t in summary.items() for label, s in t["scorers"].items()
                if s["complete"] and s["rule_choice"] is not None]

@@ -4,7 +4,10 @@ superseded (listed, never mixed in: a tuned scorer is never compared with an unt
 are the reporting records of a point the tuning protocol chose before it chose another for the
 same scorer and grid (a grid grown since, a changed rule: the point whose reporting record
 finished last is the choice); a task run under several configs in one profile gets one profile
-label per config; of two records of one cell, the one that finished last is kept.
+label per config; of two records of one cell, the one that finished last is kept. The tuning
+protocol's sweep records follow the reporting records' versions: a sweep record of an older task,
+scorer or harness version than the board's is left out (:func:`current`), so a tuning table, a
+rule's choice or a neighbour check never mixes two protocols.
 
 A skipped record (n/a: the scorer cannot run the task) holds under any recipe: it is never
 superseded as untuned, and it joins its task's setting when the task ran under one config in
@@ -13,19 +16,53 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
+from dataclasses import replace
 
-from .records import Problem, Record
+from .records import LoadedRecords, Problem, Record
+
+
+class Newest:
+    """The newest task, scorer and harness (records) versions among some records."""
+
+    def __init__(self, records: list[Record]):
+        self.task: dict[str, int] = {}
+        self.scorer: dict[str, int] = {}
+        self.records = max((r.records_version for r in records), default=0)
+        for r in records:
+            self.task[r.task] = max(self.task.get(r.task, r.task_version), r.task_version)
+            self.scorer[r.scorer] = max(self.scorer.get(r.scorer, r.scorer_version),
+                                        r.scorer_version)
+
+    def older(self, r: Record) -> list[str]:
+        """Why ``r`` is of an older version than these (empty: it is not)."""
+        reasons = []
+        if r.task_version < self.task.get(r.task, r.task_version):
+            reasons.append(f"task {r.task} v{r.task_version} < v{self.task[r.task]}")
+        if r.scorer_version < self.scorer.get(r.scorer, r.scorer_version):
+            reasons.append(f"scorer {r.scorer} v{r.scorer_version} < v{self.scorer[r.scorer]}")
+        if r.records_version < self.records:
+            reasons.append(f"records v{r.records_version} < v{self.records}")
+        return reasons
+
+
+def current(loaded: LoadedRecords) -> LoadedRecords:
+    """``loaded`` with the current records alone (:func:`split_superseded`) and the sweep records
+    of their versions (of a task or scorer without reporting records yet, the newest sweeps')."""
+    versions = Newest(loaded.sweeps)
+    reported = Newest(loaded.records)
+    versions.task.update(reported.task)
+    versions.scorer.update(reported.scorer)
+    if loaded.records:
+        versions.records = reported.records
+    sweeps = [r for r in loaded.sweeps
+              if (r.task_version, r.scorer_version, r.records_version)
+              == (versions.task[r.task], versions.scorer[r.scorer], versions.records)]
+    return replace(loaded, records=split_superseded(loaded.records)[0], sweeps=sweeps)
 
 
 def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
     """(the current records, one row per group of superseded records with the reason)."""
-    newest_task: dict[str, int] = {}
-    newest_scorer: dict[str, int] = {}
-    newest_records = max((r.records_version for r in records), default=0)
-    for r in records:
-        newest_task[r.task] = max(newest_task.get(r.task, r.task_version), r.task_version)
-        newest_scorer[r.scorer] = max(newest_scorer.get(r.scorer, r.scorer_version),
-                                      r.scorer_version)
+    newest = Newest(records)
     tuned = {(r.task, r.profile) for r in records if r.role == "tuned"}
     chosen = latest_choices(records)
     current, old = [], Counter()
@@ -38,12 +75,7 @@ def split_superseded(records: list[Record]) -> tuple[list[Record], list[dict]]:
         if r.role != "tuned" and r.status != "skipped" and (r.task, r.profile) in tuned:
             reasons.append(f"untuned: {r.task} has records of the tuning protocol in profile "
                            f"{r.profile}, which replace the shared recipe's")
-        if r.task_version < newest_task[r.task]:
-            reasons.append(f"task {r.task} v{r.task_version} < v{newest_task[r.task]}")
-        if r.scorer_version < newest_scorer[r.scorer]:
-            reasons.append(f"scorer {r.scorer} v{r.scorer_version} < v{newest_scorer[r.scorer]}")
-        if r.records_version < newest_records:
-            reasons.append(f"records v{r.records_version} < v{newest_records}")
+        reasons += newest.older(r)
         if reasons:
             old[(r.task, r.task_version, r.scorer_label, r.scorer_version, r.profile,
                  "; ".join(reasons))] += 1

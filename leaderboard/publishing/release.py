@@ -19,13 +19,13 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..loading.choice import SELECTION_RULE
 from ..loading.records import RELEASES_SUBDIR, LoadedRecords, load_records_from
 from ..loading.schema import gzip_bytes, read_record_text
-from ..loading.selection import split_superseded
+from ..loading.selection import current as current_records
 from ..method import convergence, curves, neighbours, tuning
 from ..method.aggregate import aggregate
 from ..method.board import FRAMES, Board
@@ -258,7 +258,7 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
     before, so every earlier release reproduces."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")
-    current = replace(loaded, records=split_superseded(loaded.records)[0])
+    current = current_records(loaded)
     extra = {"tuning": tuning.summary(current, tuning_rule),
              "curves": curves.summary(current, baseline),
              "convergence": convergence.summary(current)}
