@@ -37,6 +37,20 @@ def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_lead
                 and "significantly better than softmax by more than the minimum effect" in text)
 
 
+def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path):
+    """A board part-way through a re-run: the task is out of the headline because no other
+    scorer has records there yet, which the page says instead of calling it uninformative or
+    naming the baseline its leader."""
+    board_of(tmp_path)
+    for seed in range(5):
+        write_record(tmp_path, make_record("task_c", "softmax", seed, {"error": 0.3 + seed / 100},
+                                           specs=ERROR))
+    text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
+    assert "No verdict yet on task_c: only softmax has records there so far" in text
+    assert "task_c: best mean" not in text and "Uninformative" not in text
+    assert "each weighing 1/2" in text
+
+
 def test_the_table_marks_each_task_against_the_baseline(tmp_path):
     lines = summary.front_table(board_of(tmp_path), "cpu", {"task_a": "r.md#a"})
     header, rows = lines[0], [l for l in lines[2:] if l.startswith("| ")]

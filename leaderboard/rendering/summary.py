@@ -75,15 +75,23 @@ def sentences(board) -> list[str]:
                                if not missing(r["share"]))
             out.append(f"The headline rests on {len(rests)} tasks, each weighing 1/{len(rests)}; "
                        f"their shares of its spread across scorers: {shares}.")
-        left_out = sorted({line.split("/")[0] for line in board.meta.get("uninformative", [])
-                           if f"({profile})" in line})
-        left_out = [t for t in left_out if not any(r["task"] == t for r in rests)]
+        uninformative = {line.split(" (")[0] for line in board.meta.get("uninformative", [])
+                         if f"({profile})" in line}
+        outside = sorted(t for (p, t) in heads
+                         if p == profile and not any(r["task"] == t for r in rests))
+        left_out = [t for t in outside if f"{t}/{heads[(profile, t)]}" in uninformative]
+        alone = [t for t in outside if t not in left_out and {
+            s for (p, t_, _, s), r in rows.items() if p == profile and t_ == t and r["n"] > 0}
+            == {baseline}]
         if left_out:
             out.append(f"Uninformative at this profile, so out of the headline: "
                        f"{', '.join(left_out)} (the baseline does not clear the task's trivial "
                        "predictor).")
+        if alone:
+            out.append(f"No verdict yet on {', '.join(alone)}: only {baseline} has records there "
+                       "so far, so out of the headline.")
         for (p, task), metric in sorted(heads.items()):
-            if p != profile or task in left_out:
+            if p != profile or task in left_out or task in alone:
                 continue
             mrows = [r for (pp, t, m, _), r in rows.items()
                      if pp == profile and t == task and m == metric and r["n"] > 0]
