@@ -179,7 +179,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
 
     cell = job.cell
     device = device or default_device()
-    started, t0 = utc_now(), time.perf_counter()
+    started, t0, cpu0 = utc_now(), time.perf_counter(), time.process_time()
     reset_peak_memory(device)
     status, message, step = "ok", "", None
     out: dict[str, Any] = {"metrics": {}, "grids": {}, "items": {}, "extra": {}}
@@ -230,6 +230,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
                           provenance(device=device, dtype=str(extra.get("dtype", "float32")),
                                      wall_time_s=wall, peak_mb=peak_memory_mb(device),
                                      started=started, finished=utc_now()))
+    record["provenance"]["cpu_time_s"] = round(time.process_time() - cpu0, 3)
     if job.tuning is not None:
         record["tuning"] = job.tuning
     if job.accumulation != 1:

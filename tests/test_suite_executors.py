@@ -12,7 +12,7 @@ from suite.executors import (Executor, ExecutorError, Progress, Started, create_
                              list_executors, register_executor)
 from suite.executors.local import LocalExecutor
 from suite.profiles import load_profile
-from suite.runner import CellJob
+from suite.runner import CellJob, run_cell
 
 
 def test_registry():
@@ -72,6 +72,18 @@ def test_worker_pool_runs_cells_in_parallel_with_one_gpu_each(tmp_path):
         (0, "worker 0 (GPU 3)"), (1, "worker 1 (GPU 5)")]
     progress = [e for e in events if isinstance(e, Progress) and e.cell_id == jobs[0].cell_id]
     assert progress and progress[-1].done == progress[-1].total == 4
+
+
+def test_a_record_keeps_the_cells_cpu_time_beside_its_wall_time(tmp_path):
+    """The test task sleeps 0.5 s: wall time that costs the process no CPU, as a shared
+    machine's other jobs add wall time that is not the cell's cost."""
+    with plugin_tasks():
+        cell = expand(load_profile(profile_file(tmp_path / "p.toml", sleep_s=0.5)))[0].cell
+        record = run_cell(CellJob(cell, None, 0))
+    prov = record["provenance"]
+    assert record["status"] == "ok"
+    assert prov["wall_time_s"] >= 0.5
+    assert 0 < prov["cpu_time_s"] < prov["wall_time_s"] - 0.4
 
 
 @pytest.mark.slow
