@@ -10,6 +10,8 @@ profile, n/a the scorer cannot run it.
 """
 from __future__ import annotations
 
+from collections import defaultdict
+
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
@@ -80,9 +82,11 @@ def sentences(board) -> list[str]:
         outside = sorted(t for (p, t) in heads
                          if p == profile and not any(r["task"] == t for r in rests))
         left_out = [t for t in outside if f"{t}/{heads[(profile, t)]}" in uninformative]
-        alone = [t for t in outside if t not in left_out and {
-            s for (p, t_, _, s), r in rows.items() if p == profile and t_ == t and r["n"] > 0}
-            == {baseline}]
+        run_by = defaultdict(set)                   # task -> the scorers with records of it
+        for (p, t, _, scorer), r in rows.items():
+            if p == profile and r["n"] > 0:
+                run_by[t].add(scorer)
+        alone = [t for t in outside if t not in left_out and run_by[t] == {baseline}]
         if left_out:
             out.append(f"Uninformative at this profile, so out of the headline: "
                        f"{', '.join(left_out)} (the baseline does not clear the task's trivial "
