@@ -11,7 +11,6 @@ profile, n/a the scorer cannot run it.
 from __future__ import annotations
 
 from collections import defaultdict
-
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
