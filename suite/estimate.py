@@ -12,7 +12,10 @@ Per cell, in this order:
    the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
    ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
-   scorer's step cost.
+   scorer's step cost. A config that trains to convergence (``stop = "converged"``) is timed per
+   trained step, since its scorers stop at different steps: the records' seconds per step (their
+   own scorer's, else the line through the recorded scorers' at the cell's step cost) times the
+   steps its own scorer's records trained (median), else the median of every recorded cell's.
 2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
    expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
    without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
@@ -108,22 +111,50 @@ def _config_key(task: str, task_version: int, config: dict, role: str = "report"
 
 
 def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[float]]]:
-    """(task, version, config) -> scorer label -> wall times of ``ok`` records on ``device``."""
+    """(task, version, config, role) -> scorer label -> wall times of ``ok`` records on
+    ``device``; of a config that trains to convergence, seconds per trained step."""
+    return _recorded(records, device)[0]
+
+
+def record_steps(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[int]]]:
+    """As :func:`record_times`, the steps the records of converged configs trained."""
+    return _recorded(records, device)[1]
+
+
+def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict]:
     times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    steps: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         prov = r.get("provenance") or {}
         if r.get("status") != OK or prov.get("hardware") != device:
             continue
-        if (r.get("extra") or {}).get("resumed_from_checkpoint"):
+        extra = r.get("extra") or {}
+        if extra.get("resumed_from_checkpoint"):
             continue   # its wall time is the rest of a cell that began in another run
         wall = prov.get("wall_time_s")
         if not isinstance(wall, (int, float)) or wall < 0:
             continue
         cell = r["cell"]
-        times[_config_key(cell["task"], cell["task_version"], cell["config"],
-                          cell.get("role", "report"))][
-            _scorer_label(cell)].append(float(wall))
-    return times
+        key = _config_key(cell["task"], cell["task_version"], cell["config"],
+                          cell.get("role", "report"))
+        label = _scorer_label(cell)
+        if cell["config"].get("stop") == "converged":
+            trained = trained_steps(extra)
+            if not trained:
+                continue
+            steps[key][label].append(trained)
+            wall /= trained
+        times[key][label].append(float(wall))
+    return times, steps
+
+
+def trained_steps(extra: dict) -> int | None:
+    """The optimizer steps a record's models trained (``extra["train"]["steps"]``, or summed
+    over a task's models, e.g. icl_quantifiers' one per quantifier)."""
+    train = extra.get("train") or {}
+    models = [train] if "steps" in train else [m for m in train.values()
+                                               if isinstance(m, dict) and "steps" in m]
+    return sum(int(m["steps"]) for m in models) or None
 
 
 def _scorer_label(cell) -> str:
@@ -410,7 +441,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
     calibration's runs, as a cell of the run gets them (0: torch's choice). ``converged_at``:
     per task, the profile's ``softmax_converged_at`` (:func:`calibrate`)."""
     hw = hardware_name or device_class(device)
-    times = record_times(records, hw)
+    times, trained = _recorded(records, hw)
     calibrator = calibrator or (lambda c, d: calibrate(
         c, d, threads=threads, converged_at=(converged_at or {}).get(c.task)))
     scaled: set[str] = set()
@@ -436,20 +467,27 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         total, sources = 0.0, []
         scaled.clear()
         for key, members in configs.items():
-            known = times.get(key) or times.get((*key[:3], REPORT))
+            found = key if key in times else (*key[:3], REPORT)
+            known = times.get(found)
             if known:
                 line = None
+                steps = trained.get(found)            # a converged config: times are per step
+                every = [n for ns in (steps or {}).values() for n in ns]
                 for c in members:
                     own = known.get(_scorer_label(c))
+                    length = (statistics.median(steps.get(_scorer_label(c)) or every)
+                              if steps else 1)
                     if own:
-                        total += statistics.median(own)
+                        total += statistics.median(own) * length
                         continue
                     if line is None:
                         points = [(unit(task, label), statistics.median(ts))
                                   for label, ts in known.items()]
                         line = cost_line([(r, t) for r, t in points if r is not None])
-                    total += line[0] + line[1] * cost(c)
-                sources.append(f"records ({sum(map(len, known.values()))} on {hw})")
+                    total += (line[0] + line[1] * cost(c)) * length
+                sources.append(f"records ({sum(map(len, known.values()))} on {hw})" + (
+                    f"; per trained step, at the recorded median of {statistics.median(every):.0f}"
+                    " steps where a scorer has none" if steps else ""))
                 continue
             per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
             if per_cell is not None:

@@ -7,7 +7,7 @@ import pytest
 from leaderboard_fakes import make_record, write_record
 from suite import cli
 from suite.cells import Cell
-from suite.estimate import calibrate, estimate, extrapolate
+from suite.estimate import calibrate, estimate, extrapolate, trained_steps
 
 HW = "Test CPU, 2 cores"
 CONFIG = {"n_layer": 2, "train_steps": 1000}
@@ -45,6 +45,27 @@ def test_records_with_known_wall_times_give_the_expected_total():
     assert est.seconds == pytest.approx(12 + 12 + 30 + 21)
     assert est.per_cell == pytest.approx(75 / 4)
     assert est.source == f"records (4 on {HW})"
+
+
+def test_a_converged_config_is_timed_per_trained_step_at_the_steps_its_scorers_train():
+    """Scorers of a converged config stop at different steps, so the records give seconds per
+    step, times the scorer's own recorded steps, else the median of every recorded cell's."""
+    converged = {**CONFIG, "stop": "converged"}
+
+    def trained(scorer, seed, wall, steps):
+        record = timed(scorer, seed, wall, config=converged)
+        record["extra"]["train"] = {"steps": steps}
+        return record
+
+    records = [trained("softmax", 0, 100.0, 1000), trained("softmax", 1, 132.0, 1200),
+               trained("ssa", 0, 480.0, 4000)]
+    cells = [cell(s, 5, config=converged) for s in ("softmax", "ssa", "relu")]
+    [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration)
+    # softmax: 0.105 s a step x 1,100 steps; ssa: 0.12 x 4,000; relu: no records, so the
+    # recorded scorers' median seconds a step, median(0.105, 0.12), x median(1000, 1200, 4000)
+    assert est.seconds == pytest.approx(0.105 * 1100 + 0.12 * 4000 + 0.1125 * 1200)
+    assert "per trained step, at the recorded median of 1200 steps" in est.source
+    assert trained_steps({"train": {"every": {"steps": 300}, "some": {"steps": 200}}}) == 500
 
 
 def test_without_records_the_task_is_calibrated_once_per_config():
