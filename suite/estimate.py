@@ -116,12 +116,8 @@ def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, 
     return _recorded(records, device)[0]
 
 
-def record_steps(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[int]]]:
-    """As :func:`record_times`, the steps the records of converged configs trained."""
-    return _recorded(records, device)[1]
-
-
 def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict]:
+    """:func:`record_times`, and the steps the records of converged configs trained."""
     times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     steps: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
