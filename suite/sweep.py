@@ -86,10 +86,9 @@ class TuningPlan:
             out = []
             for seed in self.seeds(tuned):
                 record = current(self.sweep_cell(tuned, point, seed))
-                if record is None:
-                    return None
-                extra = record.get("extra", {})
-                out.append(trial(record["status"], (extra.get("validation") or {}).get("value"),
+                extra = {} if record is None else record.get("extra", {})
+                out.append(None if record is None else
+                           trial(record["status"], (extra.get("validation") or {}).get("value"),
                                  stopping_blocks(extra)))
             return out
 
@@ -102,17 +101,20 @@ class TuningPlan:
         out = []
         for tuned in self.tuned.values():
             choice = self.choice(tuned, current)
-            out += [self.sweep_planned(tuned, p, s) for p in points(choice.axes)
-                    for s in self.seeds(tuned)]
+            out += [self.sweep_planned(tuned, p, s) for p, s in self.needed(tuned, choice)]
             if choice.complete:
                 out += self.reporting(tuned, choice)
         return out
 
+    def needed(self, tuned: Tuned, choice: Choice) -> list[tuple[Point, int]]:
+        """The (point, seed) of every sweep cell the choice needs as it stands."""
+        seeds = self.seeds(tuned)
+        return [(p, s) for p, n in choice.cells for s in seeds[:n]]
+
     def reporting(self, tuned: Tuned, choice: Choice) -> list[PlannedCell]:
         task = tuned.template.task
         metric, _ = self.metrics[task]
-        sweep_ids = [self.sweep_cell(tuned, p, s).id for p in points(choice.axes)
-                     for s in self.seeds(tuned)]
+        sweep_ids = [self.sweep_cell(tuned, p, s).id for p, s in self.needed(tuned, choice)]
         block = record_block(choice, self.tuning.grids[task], metric, self.rule(tuned), sweep_ids)
         if choice.chosen is None:
             reason = (f"{ALL_FAILED} ({len(sweep_ids)} sweep cells; `scorebench show` prints "
@@ -125,9 +127,11 @@ class TuningPlan:
                 for s in tuned.seeds]
 
     def base_sweep(self) -> list[PlannedCell]:
-        """The sweep cells of the grids as the profile declares them (before any growth)."""
+        """The sweep cells of the grids as the profile declares them (before any growth), on the
+        seeds that screen them."""
         return [self.sweep_planned(t, p, s) for t in self.tuned.values()
-                for p in points(self.tuning.grids[t.template.task]) for s in self.seeds(t)]
+                for p in points(self.tuning.grids[t.template.task])
+                for s in self.seeds(t)[:self.rule(t).screen or None]]
 
 
 @dataclass
@@ -221,9 +225,15 @@ def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
     for tuned in tp.tuned.values():
         choice = tp.choice(tuned, current)
         base = points(tp.tuning.grids[tuned.template.task])
-        for p in points(choice.axes):
+        for p, s in tp.needed(tuned, choice):
             note = "sweep" if p in base else "sweep (grown grid)"
-            out += [(tp.sweep_planned(tuned, p, s), note) for s in tp.seeds(tuned)]
+            out.append((tp.sweep_planned(tuned, p, s), note))
+        screen = tp.rule(tuned).screen
+        if screen and not choice.complete and all(n <= screen for _, n in choice.cells):
+            middle = base[len(base) // 2]
+            out += [(tp.sweep_planned(tuned, middle, s),
+                     "sweep (confirmation: expected at one rate, once a screened seed learns)")
+                    for s in tp.seeds(tuned)[screen:]]
         if choice.complete:
             label = point_label(choice.chosen) if choice.chosen else "none: every point failed"
             out += [(r, f"report at {label}") for r in tp.reporting(tuned, choice)]

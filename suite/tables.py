@@ -74,6 +74,9 @@ class TuningSettings(Settings):
     # judged by the fraction of seeds reaching the task's target (leaderboard/choice.py)
     bimodal: tuple[str, ...] = ()
     bimodal_seeds: int | tuple[int, ...] = setting(4, ge=0, nonempty=True)
+    # screen every rate of a bimodal task on its first bimodal_screen seeds; only the rates that
+    # reach the target most often run the rest (0: every seed at every rate)
+    bimodal_screen: int = setting(0, ge=0)
     ties: dict[str, float] = setting(default_factory=dict, ge=0)    # task -> tie tolerance
 
     def check(self) -> None:
@@ -84,6 +87,11 @@ class TuningSettings(Settings):
                                f"{MIN_BIMODAL_SEEDS} tuning seeds for the bimodal tasks "
                                f"{list(self.bimodal)} (a fraction of seeds reaching the target "
                                f"needs them), got {self.bimodal_seeds!r}", "bimodal_seeds")
+        count = len(seed_list(self.bimodal_seeds))
+        if self.bimodal_screen and not 2 <= self.bimodal_screen < count:
+            raise SettingError(f"config key 'bimodal_screen' must be 0 (no screen) or from 2 to "
+                               f"{count - 1} (fewer than the {count} bimodal_seeds), got "
+                               f"{self.bimodal_screen}", "bimodal_screen")
         for key, tasks in (("bimodal", self.bimodal), ("ties", tuple(self.ties))):
             unknown = [t for t in tasks if t not in self.grid]
             if unknown:

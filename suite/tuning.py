@@ -9,6 +9,7 @@ A profile's ``[tuning]`` table::
     max_extensions = 2          # how many steps the grid may grow past each edge of each axis
     bimodal = ["icl_mqar"]      # tasks whose seeds either learn or stay on a plateau: tuned on
     bimodal_seeds = 4           # these seeds and judged by the fraction reaching the task's target
+    bimodal_screen = 2          # every rate screened on the first 2; the leading rates run the rest
     ties = {icl_mqar = 0.01}    # task -> tolerance within which two rates are a tie
     [tuning.grid.icl_mqar]      # config key -> values; the points are the product of the axes
     lr = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]
@@ -44,6 +45,7 @@ class Tuning:
     bimodal: tuple[str, ...] = ()
     bimodal_seeds: tuple[int, ...] = ()
     ties: dict[str, float] = field(default_factory=dict)
+    bimodal_screen: int = 0
 
     def seeds_for(self, task: str) -> tuple[int, ...]:
         return self.bimodal_seeds if task in self.bimodal else self.seeds
@@ -57,8 +59,9 @@ class Tuning:
             raise ProfileError(f"{self.origin('bimodal')}: [tuning] bimodal names {task!r}, "
                                f"whose config has no target; set [tasks.{task}] target (the "
                                f"validation level a seed must reach)")
-        return Rule(direction, self.ties.get(task, 0.0),
-                    target if task in self.bimodal else None)
+        bimodal = task in self.bimodal
+        return Rule(direction, self.ties.get(task, 0.0), target if bimodal else None,
+                    (self.bimodal_screen or None) if bimodal else None)
 
 
 def parse_tuning(profile: Profile) -> Tuning | None:
@@ -86,7 +89,7 @@ def parse_tuning(profile: Profile) -> Tuning | None:
                   bimodal=tuple(settings.bimodal),
                   bimodal_seeds=tuple(settings.seeds_for(settings.bimodal[0]))
                   if settings.bimodal else (),
-                  ties=dict(settings.ties))
+                  ties=dict(settings.ties), bimodal_screen=settings.bimodal_screen)
 
 
 def _axis(values: Any, where: str) -> tuple[float, ...]:

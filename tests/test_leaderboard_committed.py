@@ -279,3 +279,41 @@ def test_a_file_committed_after_a_release_that_cannot_be_read_is_named_not_faile
     assert check(records, releases) == 0
     assert "1 record file(s) committed after it are not in it (e.g. icl_linear/ssa/later.json)" \
         in capsys.readouterr().out
+
+
+def test_the_profiles_current_rule_chooses_every_committed_bimodal_point_again():
+    """A rule changed since a sweep (the cpu profile's MQAR screen) moves no committed choice: on
+    each committed bimodal sweep, the profile's rule as it stands chooses the reported point."""
+    from collections import defaultdict
+
+    from leaderboard.loading.choice import choose, point_label, trial
+    from leaderboard.loading.records import load_records
+    from leaderboard.loading.selection import current
+    from leaderboard.method.tuning import RATE_KEYS
+    from suite.profiles import load_profile
+    from suite.sweep import plan_run
+
+    plan = plan_run(load_profile("cpu"), scorers="softmax").tuning
+    repo = Path(__file__).resolve().parent.parent
+    loaded = current(load_records(repo / "leaderboard" / "records"))
+    checked = []
+    for task in plan.tuning.bimodal:
+        seeds = plan.tuning.seeds_for(task)
+        rule = plan.tuning.rule(task, plan.metrics[task][1], plan.config(task, {})["target"])
+        blocks = {r.scorer_label: r.tuning for r in loaded.records
+                  if r.task == task and r.tuning and r.tuning.get("role") == "report"}
+        cells: dict[str, dict] = defaultdict(dict)
+        for r in loaded.sweeps:
+            if r.task == task:
+                cells[r.scorer_label][(r.config["lr"], r.seed)] = \
+                    trial(r.status, (r.validation or {}).get("value"), r.stopping)
+        for label, block in blocks.items():
+            found = cells[label]
+            choice = choose({k: tuple(v) for k, v in block["base_grid"].items()},
+                            rule.direction, plan.tuning.max_extensions,
+                            lambda p: [found.get((p["lr"], s)) for s in seeds],
+                            rates=RATE_KEYS, rule=rule)
+            checked.append((label, point_label(block["point"]),
+                            point_label(choice.chosen) if choice.complete else "pending"))
+    assert checked, "no committed bimodal sweep"
+    assert [c for c in checked if c[1] != c[2]] == []

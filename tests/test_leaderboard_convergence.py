@@ -83,6 +83,23 @@ def test_a_verdict_is_checked_at_the_neighbouring_rates_on_the_same_tuning_seeds
     assert words({"holds": 2, "of": 2}) == "holds at 2/2 neighbouring rates"
 
 
+def test_a_neighbour_a_screen_left_on_two_seeds_is_compared_on_those_seeds(tmp_path):
+    from leaderboard.method.neighbours import BETTER, check
+
+    def sweep(scorer, lr, values):
+        for seed, value in values.items():
+            write_record(tmp_path, tuned("icl_mqar", scorer, seed, lr, value, role="sweep"))
+
+    sweep("softmax", 2e-3, {1000: 0.9, 1001: 0.9, 1002: 0.1, 1003: 0.1})   # mean 0.5 on 4 seeds
+    sweep("ssa", 2e-3, {1000: 0.95, 1001: 0.95, 1002: 0.95, 1003: 0.95})
+    sweep("ssa", 1e-3, {1000: 0.85, 1001: 0.85})         # screened: 0.85 vs softmax's 0.9 there
+    sweep("ssa", 4e-3, {1000: 0.95})                      # one seed: left out
+    for scorer in ("softmax", "ssa"):
+        write_record(tmp_path, tuned("icl_mqar", scorer, 0, 2e-3, 0.9, role="tuned"))
+    found = check(load_records(tmp_path), {("icl_mqar", "ssa", "accuracy"): BETTER})
+    assert found[("icl_mqar", "ssa", "accuracy")]["rates"] == {1e-3: False}
+
+
 GRID = [1e-3, 2e-3, 4e-3]
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -23,8 +24,10 @@ from suite.profiles import ProfileError, load_profile
 from suite.scheduler import run_cells
 from suite.store import ResultStore
 from suite.sweep import plan_run
-from leaderboard.loading.choice import (Rule, Trial, choose, curve_area, grown, points,
-                                        trial)
+from leaderboard.loading.choice import (SELECTION_RULE, Rule, Trial, choose, curve_area, grown,
+                                        points, trial)
+from leaderboard.loading.records import load_records
+from leaderboard.method.tuning import summary
 from suite.tuning import parse_tuning
 
 PLUGIN = Path(__file__).with_name("tuning_plugin_tasks.py").resolve()
@@ -169,6 +172,89 @@ def test_a_bimodal_grid_grows_past_an_edge_only_where_a_seed_reached_the_target(
     assert grows.pending == [{"lr": 4e-3}]
 
 
+LEARNED, STUCK = Trial("ok", 0.95, True, 0.8), Trial("ok", 0.29, False, 0.28)
+
+
+def needed(choice) -> dict[float, int]:
+    return {p["lr"]: n for p, n in choice.cells}
+
+
+def test_a_screened_bimodal_choice_runs_the_rest_of_its_seeds_only_at_the_leading_rates():
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    screens = {1e-3: [LEARNED, STUCK, None, None], 2e-3: [STUCK, STUCK, None, None],
+               4e-3: [STUCK, STUCK, None, None]}           # a lookup gives every tuning seed
+    waiting = choose(base, "higher", 0, lookup_from(screens), rates=RATES, rule=rule)
+    assert waiting.pending == [{"lr": 1e-3}] and not waiting.complete
+    assert needed(waiting) == {1e-3: 4, 2e-3: 2, 4e-3: 2}
+    done = {**screens, 1e-3: [LEARNED, STUCK, STUCK, LEARNED]}
+    choice = choose(base, "higher", 0, lookup_from(done), rates=RATES, rule=rule)
+    assert choice.complete and choice.chosen == {"lr": 1e-3}
+    assert choice.rate_reached == {"lr=0.001": 0.5, "lr=0.002": 0.0, "lr=0.004": 0.0}
+    # the unscreened rule on the same records waits for every seed at every rate
+    assert choose(base, "higher", 0, lookup_from(done), rates=RATES,
+                  rule=Rule("higher", tie=0.01, target=0.9)).pending == [{"lr": 2e-3},
+                                                                       {"lr": 4e-3}]
+
+
+def test_a_screen_where_no_seed_learns_is_the_choice_and_confirms_nothing():
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    plateau = {1e-3: [STUCK, STUCK, None, None],
+               2e-3: [Trial("ok", 0.31, False, 0.30)] * 2 + [None, None],
+               4e-3: [STUCK, STUCK, None, None]}
+    choice = choose(base, "higher", 2, lookup_from(plateau), rates=RATES, rule=rule)
+    assert choice.complete and needed(choice) == {1e-3: 2, 2e-3: 2, 4e-3: 2}
+    assert choice.chosen == {"lr": 2e-3}          # within the tie: the larger area
+    assert set(choice.rate_reached.values()) == {0.0}
+
+
+def test_a_confirmed_rate_that_falls_below_another_screen_lets_that_rate_run_its_seeds():
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    lower = Trial("ok", 0.91, True, 0.6)
+    found = {1e-3: [LEARNED, LEARNED, STUCK, STUCK],     # chosen on its screen, 2/4 confirmed
+             2e-3: [lower, lower, None, None],           # 2/2 screened > 2/4: runs the rest
+             4e-3: [LEARNED, STUCK, None, None]}         # 1/2 is not more than 2/4
+    waiting = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert waiting.pending == [{"lr": 2e-3}]
+    assert needed(waiting) == {1e-3: 4, 2e-3: 4, 4e-3: 2}
+    found[2e-3] = [lower, lower, lower, STUCK]
+    choice = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert choice.chosen == {"lr": 2e-3} and choice.rate_reached["lr=0.002"] == 0.75
+    assert needed(choice)[4e-3] == 2                    # 1/2 is not more than 3/4
+    found[1e-3] = [LEARNED] * 4                         # 4/4 confirmed: no screen beats it
+    kept = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert kept.chosen == {"lr": 1e-3} and needed(kept) == {1e-3: 4, 2e-3: 2, 4e-3: 2}
+
+
+def test_a_screened_choice_confirms_the_chosen_rate_and_no_screen_beats_it():
+    rng = random.Random(7)
+    base = {"lr": (1e-3, 2e-3, 4e-3, 8e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    for _ in range(300):
+        found = {lr: [rng.choice([LEARNED, STUCK, Trial("ok", rng.uniform(0.9, 1), True, 0.7)])
+                      for _ in range(4)] for lr in base["lr"]}
+        choice = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+        counts = needed(choice)
+        lr = choice.chosen["lr"]
+        screens = {r: sum(bool(t.reached) for t in found[r][:2]) / 2 for r in base["lr"]}
+        if not any(screens.values()):                   # all on the plateau: the screen chooses
+            assert set(counts.values()) == {2}
+            continue
+        fraction = sum(bool(t.reached) for t in found[lr]) / 4
+        assert counts[lr] == 4
+        assert all(screens[r] <= fraction for r, n in counts.items() if n == 2)
+
+
+def test_a_screen_grows_its_grid_on_the_screen_seeds():
+    base = {"lr": (1e-3, 2e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    found = {1e-3: [STUCK, STUCK, None, None], 2e-3: [LEARNED, LEARNED, None, None]}
+    grows = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert grows.pending == [{"lr": 4e-3}] and needed(grows) == {1e-3: 2, 2e-3: 2, 4e-3: 2}
+
+
 def test_two_rates_within_the_tie_tolerance_are_a_tie_broken_by_the_area_under_the_curve():
     base = {"lr": (1e-3, 2e-3, 4e-3)}
     # validation BCE 0.0016 / 0.0015 / 0.0007: saturated; 4e-3 best by 9e-4 but learns last
@@ -201,6 +287,11 @@ def test_the_rule_reads_reach_and_area_from_stopping_blocks_and_names_itself():
     assert rule.text() == ("most tuning seeds reaching 0.9, then the median, rates within 0.01 a "
                            "tie broken by the area under the validation curve, then best mean")
     assert Rule.of("higher", rule.params()) == rule
+    screened = Rule("higher", tie=0.01, target=0.9, screen=2)
+    assert screened.text().endswith("then best mean; every rate screened on 2 tuning seeds, the "
+                                    "chosen one (and any screened better than it turns out) "
+                                    "confirmed on the rest")
+    assert Rule.of("higher", screened.params()) == screened
 
 
 @pytest.mark.parametrize("tuning, message", [
@@ -209,6 +300,9 @@ def test_the_rule_reads_reach_and_area_from_stopping_blocks_and_names_itself():
     ("bimodal = [\"elsewhere\"]", r"config key 'bimodal' names \['elsewhere'\], which have no"),
     ("ties = {elsewhere = 0.1}", r"config key 'ties' names \['elsewhere'\]"),
     ("ties = {suite_test_tuned = -1}", r"config key 'ties' must be >= 0"),
+    ("bimodal = [\"suite_test_tuned\"]\nbimodal_screen = 4",
+     r"config key 'bimodal_screen' must be 0 \(no screen\) or from 2 to 3 \(fewer than the 4 "),
+    ("bimodal = [\"suite_test_tuned\"]\nbimodal_screen = 1", r"'bimodal_screen' must be 0"),
 ])
 def test_bad_bimodal_and_tie_declarations_are_errors_naming_the_key_and_the_file(
         tmp_path, tuning, message):
@@ -247,6 +341,26 @@ def test_a_tuned_run_on_a_bimodal_task_records_the_rule_and_each_rates_reach(tmp
                                      "lr=0.002": 0.0}
     assert block["point"] == {"lr": 1e-3}
     assert len(block["sweep_cells"]) == 4 * 4
+
+
+def test_a_screened_bimodal_run_runs_the_screen_and_the_leading_rates_rest_and_nothing_else(
+        tmp_path):
+    bimodal = ("max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nbimodal_screen = 2\n"
+               "ties = {suite_test_tuned = 0.05}")
+    log = tmp_path / "log"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", target=0.9, scorers='"softmax"', log=str(log))
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        run(prof, tmp_path / "r")
+        block = reporting(tmp_path / "r")[0]["tuning"]
+        swept = [line.split()[3:] for line in log.read_text().splitlines() if " sweep " in line]
+        recomputed = summary(load_records(tmp_path / "r"), SELECTION_RULE)
+    assert block["rule_params"] == {"tie": 0.05, "target": 0.9, "screen": 2}
+    assert block["point"] == {"lr": 1e-3} and len(block["sweep_cells"]) == 4 * 2 + 2
+    assert sorted(swept) == sorted([[str(s), f"{lr:g}"] for lr in GRID for s in (1000, 1001)]
+                                   + [["1002", "0.001"], ["1003", "0.001"]])
+    softmax = recomputed["suite_test_tuned"]["scorers"]["softmax"]
+    assert softmax["rule_choice"] == {"lr": 1e-3}
 
 
 def lookup_grid(values: dict[tuple[float, float], list[float]]):

@@ -111,6 +111,7 @@ class Choice:
     extensions: dict[str, dict[str, int]] = field(default_factory=dict)
     rate_scores: dict[str, float | None] = field(default_factory=dict)  # rate label -> worst cell
     rate_reached: dict[str, float] = field(default_factory=dict)   # rate -> fraction at target
+    cells: list[tuple[Point, int]] = field(default_factory=list)   # (point, leading seeds) needed
 
     @property
     def complete(self) -> bool:
@@ -134,11 +135,14 @@ Cells = list[tuple]      # a Trial, or (status, validation value), per tuning se
 class Rule:
     """Step 1's judgement of a rate (the module docstring): the worst cell, or with ``target`` the
     fraction of cells reaching it and then the median; ``tie``: the tolerance within which two
-    rates' scores are a tie, broken by the area under the validation curve."""
+    rates' scores are a tie, broken by the area under the validation curve; ``screen``: how many
+    leading tuning seeds screen every rate before the leading rates run the rest (with a target
+    only; :func:`confirmed`)."""
 
     direction: str
     tie: float = 0.0
     target: float | None = None
+    screen: int | None = None
 
     def text(self) -> str:
         """The rule as each reporting record names it."""
@@ -148,16 +152,21 @@ class Rule:
                  if self.target is not None else "worst cell at the rate")
         tie = (f", rates within {self.tie:g} a tie broken by the area under the validation "
                f"curve" if self.tie else "")
-        return f"{first}{tie}, then best mean"
+        screen = (f"; every rate screened on {self.screen} tuning seeds, the chosen one (and any "
+                  f"screened better than it turns out) confirmed on the rest" if self.screen
+                  else "")
+        return f"{first}{tie}, then best mean{screen}"
 
     def params(self) -> dict:
-        return {"tie": self.tie, **({} if self.target is None else {"target": self.target})}
+        return {"tie": self.tie, **({} if self.target is None else {"target": self.target}),
+                **({"screen": self.screen} if self.screen else {})}
 
     @classmethod
     def of(cls, direction: str, params: dict | None) -> Rule:
         """The rule a reporting record's ``tuning`` block names (``rule_params``)."""
         params = params or {}
-        return cls(direction, float(params.get("tie", 0.0)), params.get("target"))
+        return cls(direction, float(params.get("tie", 0.0)), params.get("target"),
+                   params.get("screen"))
 
     def score(self, cells: Cells) -> tuple[float, float] | None:
         """The rate's score, larger is better: (fraction reaching the target or 0, the signed
@@ -277,39 +286,105 @@ def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
 
 
 def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
-           lookup: Callable[[Point], Cells | None], *, rates: Collection[str],
+           lookup: Callable[[Point], list | None], *, rates: Collection[str],
            rule: Rule | None = None) -> Choice:
     """Run the protocol's choice over the records that ``lookup`` finds; ``rates``: the
     learning-rate axes.
 
-    ``lookup(point)`` gives the (status, validation value) of each tuning seed's record at that
-    point, or None while some seed has no record. Pure: the same records, the same choice."""
+    ``lookup(point)`` gives, per tuning seed in order, the cell of its record at that point (a
+    :class:`Trial` or (status, validation value)) or None where that seed has none; or None when
+    no seed has one. With ``rule.screen`` every rate is screened on that many leading seeds first
+    and only the leading rates run the rest (:func:`confirmed`). Pure: the same records, the same
+    choice."""
     if direction not in ("higher", "lower"):
         raise ValueError(f"direction must be 'higher' or 'lower', got {direction!r}")
+    rule = rule or Rule(direction)
     axes = {k: tuple(v) for k, v in base.items()}
     while True:
         grid = points(axes)
         found = {point_label(p): lookup(p) for p in grid}
-        pending = [p for p in grid if found[point_label(p)] is None]
+        width = rule.screen or max((len(c) for c in found.values() if c), default=0)
+        needed = [(p, width) for p in grid]
         counts = {k: extensions(base[k], axes[k]) for k in axes}
-        if pending:
-            scores = {label: point_score(cells) for label, cells in found.items()
-                      if cells is not None}
-            return Choice(axes, scores, pending, extensions=counts)
-        chosen = pick(grid, found, direction, rates=rates, rule=rule)
+        pending = _missing(needed, found)
+        if pending or not width:
+            return Choice(axes, _scores(found, width), pending or grid, extensions=counts,
+                          cells=needed)
+        screened = {label: cells[:width] for label, cells in found.items()}
+        chosen = pick(grid, screened, direction, rates=rates, rule=rule)
         best = chosen.best
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,
-                          rate_scores=chosen.rate_scores)
+                          rate_scores=chosen.rate_scores, cells=needed)
         edges = [(k, side) for k in axes for side in ("low", "high")
                  if grows(axes[k], side)
                  and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
         growable = [(k, side) for k, side in edges if counts[k][side] < max_extensions]
-        if growable and (rule is None or rule.target is None
+        if growable and (rule.target is None
                          or chosen.rate_reached.get(point_label(rate_of(best, rates)))):
             for k, side in growable:
                 axes[k] = grown(axes[k], side)
             continue
-        return Choice(axes, chosen.scores, [], best,
-                      at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
-                      rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached)
+        break
+    if rule.screen:
+        needed, chosen, pending = confirmed(grid, found, chosen, rule, rates, needed)
+        if pending:
+            return Choice(axes, chosen.scores, pending, extensions=counts, cells=needed)
+        best = chosen.best
+        edges = [(k, side) for k in axes for side in ("low", "high")
+                 if grows(axes[k], side)
+                 and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
+    return Choice(axes, chosen.scores, [], best,
+                  at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
+                  rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached,
+                  cells=needed)
+
+
+def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, rule: Rule,
+              rates: Collection[str], needed: list[tuple[Point, int]]
+              ) -> tuple[list[tuple[Point, int]], Pick, list[Point]]:
+    """The confirmation stage of a screened choice. The rate the screen chooses runs every tuning
+    seed when a screened seed reached the target there; so does every other rate whose screen
+    reached it more often than the confirmed rates do on every seed, until none is left. The
+    choice is the rule's over the confirmed rates on every seed. Where no screened seed reached
+    the target, the screen's choice stands (every rate is on its plateau: nothing to confirm).
+    Gives the cells needed, the pick and the points still missing a seed."""
+    at_rate: dict[str, list[Point]] = {}
+    for p in grid:
+        at_rate.setdefault(point_label(rate_of(p, rates)), []).append(p)
+    reach = screen.rate_reached
+    first = point_label(rate_of(screen.best, rates))
+    if not reach.get(first):
+        return needed, screen, []
+    full = max(len(c) for c in found.values() if c)
+    chosen, joining = [], [first]
+    while joining:
+        chosen += joining
+        members = [p for r in chosen for p in at_rate[r]]
+        labels = {point_label(p) for p in members}
+        needed = [(p, full if point_label(p) in labels else n) for p, n in needed]
+        pending = _missing([(p, full) for p in members], found)
+        if pending:
+            return needed, screen, pending
+        picked = pick(members, found, rule.direction, rates=rates, rule=rule)
+        level = max(picked.rate_reached.values())
+        joining = [r for r in at_rate if r not in chosen and reach.get(r, 0.0) > level]
+    return needed, Pick({**screen.scores, **picked.scores},
+                        {**screen.rate_scores, **picked.rate_scores}, picked.best,
+                        {**reach, **picked.rate_reached}), []
+
+
+def _missing(needed: list[tuple[Point, int]], found: dict[str, list | None]) -> list[Point]:
+    """The points of ``needed`` (point, leading seeds) without a record on one of those seeds."""
+    out = []
+    for p, n in needed:
+        cells = found[point_label(p)]
+        if cells is None or len(cells) < n or any(c is None for c in cells[:n]):
+            out.append(p)
+    return out
+
+
+def _scores(found: dict[str, list | None], width: int) -> dict[str, float | None]:
+    """Each point's mean over its leading ``width`` seeds, where they all have records."""
+    return {label: point_score(cells[:width]) for label, cells in found.items()
+            if cells and len(cells) >= width and None not in cells[:width]}

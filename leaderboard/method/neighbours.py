@@ -4,10 +4,11 @@ metric, the same comparison at the learning rates next to the scorer's chosen on
 The sweep cells of a task trained to convergence run the reported evaluation on their tuning
 seeds (tasks/icl_training.py ``evaluated``). At each grid neighbour of the scorer's chosen rate,
 the scorer's mean over its tuning seeds is compared with the baseline's mean at the baseline's
-own chosen rate over the same tuning seeds; the verdict holds there when the difference has the
+own chosen rate over the same tuning seeds (at a rate a screen left out, its screen seeds);
+the verdict holds there when the difference has the
 verdict's sign. A verdict that holds at every neighbour reads "holds at k/k neighbouring rates";
-one that does not is "rate-sensitive". A neighbour without records on every one of those seeds
-is left out.
+one that does not is "rate-sensitive". A neighbour with records on fewer than two seeds, or on
+a seed the baseline's chosen rate lacks, is left out.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..loading.records import LoadedRecords, Record
 from .tuning import RATE_KEY
 
 BETTER, WORSE = 1, -1
+MIN_SEEDS = 2   # a screened bimodal rate has its screen seeds, a confirmed one every tuning seed
 
 
 def _chosen(records: list[Record]) -> tuple[float | None, list[float]]:
@@ -66,8 +68,8 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
         rates = {}
         for near in neighbours(rate, grid):
             mine = _means(sweeps[(task, label)], near, metric)
-            seeds = sorted(set(mine) & set(base))
-            if not seeds or set(mine) != set(base):
+            seeds = sorted(mine)
+            if len(seeds) < MIN_SEEDS or not set(mine) <= set(base):
                 continue
             diff = sum(mine[s] - base[s] for s in seeds) / len(seeds)
             favour = diff if direction == "higher" else -diff

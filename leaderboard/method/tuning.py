@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..loading.choice import Rule, pick, point_label, points, trial
+from ..loading.choice import Rule, Trial, choose, point_label, points, trial
 from ..loading.records import LoadedRecords, Record
 
 # The learning-rate axes of a grid, as data: the leaderboard reads records and never the tasks'
@@ -97,19 +97,22 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
 
 
 def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
-    """The rule's choice over the grid the reporting records name, from the sweep records; a
-    grid with a point not swept yet (or no reporting record) has none."""
+    """The rule's choice over the grid the reporting records name, from the sweep records they
+    list (every record at the grid's points where they list none); a grid with a point not swept
+    yet (or no reporting record) has none."""
     axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
-    cells: dict[str, list] = defaultdict(list)
+    listed = set(block.get("sweep_cells") or ())
+    recs = [r for r in recs if r.cell_id in listed] if listed else recs
+    seeds = sorted({r.seed for r in recs})
+    cells: dict[str, dict[int, Trial]] = defaultdict(dict)
     for r in recs:
-        cells[point_label({k: r.config.get(k) for k in axes})].append(
-            trial(r.status, (r.validation or {}).get("value"), r.stopping))
-    grid = points(axes)
-    if not axes or any(point_label(p) not in cells for p in grid):
+        cells[point_label({k: r.config.get(k) for k in axes})][r.seed] = \
+            trial(r.status, (r.validation or {}).get("value"), r.stopping)
+    if not axes or any(point_label(p) not in cells for p in points(axes)):
         return {"rule_choice": None, "rate_scores": {}}
-    picked = pick(grid, cells, direction, rates=RATE_KEYS,
-                  rule=Rule.of(direction, block.get("rule_params")))
-    return {"rule_choice": picked.best, "rate_scores": picked.rate_scores}
+    choice = choose(axes, direction, 0, lambda p: [cells[point_label(p)].get(s) for s in seeds],
+                    rates=RATE_KEYS, rule=Rule.of(direction, block.get("rule_params")))
+    return {"rule_choice": choice.chosen, "rate_scores": choice.rate_scores}
 
 
 def _grid_of(recs: list[Record]) -> dict:
