@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import math
 import random
+import shutil
 import signal
 import threading
 import time
@@ -224,6 +225,11 @@ def run_cell(job: CellJob, *, device: str | None = None,
             message = f"the task called sys.exit({e.code})\n{message}"
     finally:
         _remove_if_empty(workdir)
+    if workdir is not None:        # the run ended: its checkpoints go (an interrupt keeps them)
+        from tasks.resume import DIRECTORY
+
+        shutil.rmtree(workdir / DIRECTORY, ignore_errors=True)
+        _remove_if_empty(workdir)
     wall = time.perf_counter() - t0
     extra = out["extra"] if isinstance(out["extra"], dict) else {}
     record = build_record(cell, status, message, step, out, metric_specs,
@@ -231,6 +237,10 @@ def run_cell(job: CellJob, *, device: str | None = None,
                                      wall_time_s=wall, peak_mb=peak_memory_mb(device),
                                      started=started, finished=utc_now()))
     record["provenance"]["cpu_time_s"] = round(time.process_time() - cpu0, 3)
+    if ctx is not None and ctx.resumed:     # training that earlier, interrupted processes did
+        for key, seconds in ctx.resumed.items():
+            record["provenance"][key] = round(record["provenance"][key] + seconds, 3)
+        record["provenance"]["resumed"] = {k: round(v, 3) for k, v in ctx.resumed.items()}
     if job.tuning is not None:
         record["tuning"] = job.tuning
     if job.accumulation != 1:

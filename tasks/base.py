@@ -104,6 +104,9 @@ class RunContext:
     # A sweep cell of the tuning protocol (suite/tuning.py): the task records its validation
     # metric and curve and may leave out the reported evaluation.
     sweep: bool = False
+    # The CPU and wall seconds that earlier, interrupted processes spent training this cell, as
+    # its checkpoints kept them (tasks/resume.py); the harness adds them to the record's times.
+    resumed: dict[str, float] = field(default_factory=dict)
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:

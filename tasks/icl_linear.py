@@ -47,6 +47,7 @@ from .icl_training import (
     stopping_of,
     train,
 )
+from .resume import resume_path
 from .registry import register_task
 from .training import generator, scorer_parameter_values, training_dtype
 from .validation import Validation
@@ -167,7 +168,8 @@ class ICLLinear(Task):
         model = build_model(cfg, scorer, scorer_kwargs, seed, ctx.device, ctx)
         val = validation_data(cfg, seed)
         log = train(model, cfg, sample_linear, mse_loss, generator(seed, "icl_linear", "train"), ctx,
-                    progress_total=total, validation=val, direction=self.validation.direction)
+                    progress_total=total, validation=val, direction=self.validation.direction,
+                    resume=resume_path(ctx.workdir, "icl_linear"))
         grids: dict = {}
         groups, baselines, anchors = (({}, {}, {}) if not evaluated(cfg, ctx) else
                                       evaluate(model, cfg, seed, log.final_points, grids))

@@ -56,6 +56,7 @@ from .icl_training import (
     train,
 )
 from .models.decoder import Decoder, DecoderConfig
+from .resume import resume_path
 from .registry import TaskError, register_task
 from .training import (derive_seed, generator, prepare_model, scorer_parameter_values,
                        training_dtype)
@@ -282,7 +283,8 @@ class ICLMQAR(Task):
         val = validation_data(cfg, seed)
         log = train(model, cfg, training_sampler(cfg), query_loss,
                     generator(seed, "icl_mqar", "train"), ctx, progress_total=total,
-                    validation=val, direction=self.validation.direction)
+                    validation=val, direction=self.validation.direction,
+                    resume=resume_path(ctx.workdir, "icl_mqar"))
         grids: dict = {}
         items, chance = ({}, {}) if not evaluated(cfg, ctx) else evaluate(model, cfg, seed, grids)
         metrics = {k: mean_of(v) for k, v in items.items()}

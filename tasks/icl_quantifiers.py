@@ -61,6 +61,7 @@ from .icl_training import (
     stopping_of,
     train,
 )
+from .resume import resume_path
 from .registry import register_task
 from .training import generator, scorer_parameter_values, training_dtype
 from .validation import Curve, Validation
@@ -223,7 +224,8 @@ class ICLQuantifiers(Task):
             log = train(model, cfg, sample_sequences(q), bce_loss,
                         generator(seed, "icl_quantifiers", q, "train"), ctx,
                         progress_offset=i * per_model, progress_total=total, validation=val,
-                        direction=self.validation.direction)
+                        direction=self.validation.direction,
+                        resume=resume_path(ctx.workdir, f"icl_quantifiers_{i}"))
             curves.append(log.curve)
             steps = max(steps, log.steps)
             values.append(log.validation)

@@ -4,9 +4,12 @@ scorer parameters of the record come from :mod:`tasks.training`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -17,6 +20,7 @@ from .models.icl import ICLModel, ICLModelConfig
 from .stopping import CONVERGED, STEPS, STOP_MODES, Plateau, due
 from .training import (Divergence, accumulated_backward, autocast, derive_seed, prepare_model,
                        row_share)
+from . import resume as checkpoints
 from .validation import Curve
 
 # Validation data (tasks/validation.py): this many sequences drawn from the training distribution
@@ -293,12 +297,15 @@ def best_state(cfg: ICLTaskConfig, validation: ValidationData | None,
 def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callable,
           gen: torch.Generator, ctx: RunContext, progress_offset: int = 0,
           progress_total: int | None = None,
-          validation: ValidationData | None = None, direction: str | None = None) -> TrainLog:
+          validation: ValidationData | None = None, direction: str | None = None,
+          resume: Path | None = None) -> TrainLog:
     """Adam on fresh batches ``sample(gen, batch_size, T) -> (xs, ys)``; raises TrainingFailure
     by the rule of :class:`tasks.training.Divergence` (reference: the first step's loss). With
     ``validation``, the learning curve (on its subset) and the final validation metric. Under
     ``stop = "converged"`` (``validation`` and its metric's ``direction`` needed), training stops
-    by the rule of :mod:`tasks.stopping` and ends in the state of the best validation value."""
+    by the rule of :mod:`tasks.stopping` and ends in the state of the best validation value.
+    With ``resume`` (:func:`tasks.resume.resume_path`), a checkpoint there is resumed, and one is
+    written about every ``SAVE_EVERY_S`` seconds and when training ends."""
     device = next(model.parameters()).device
     curriculum = cfg.curriculum()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -308,8 +315,15 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
     losses = LossLog(cfg, check_every)
     curve = None if validation is None else Curve(cfg.train_steps, validation.subset_size())
     best = best_state(cfg, validation, direction)
+    run = Run(model, opt, gen, losses, curve, best,
+              checkpoints.numerics(ctx.fast, ctx.accumulation))
+    start, finished = run.restore(resume) or (0, False)
+    if start or finished:
+        for key, seconds in run.clock.before.items():
+            ctx.resumed[key] = ctx.resumed.get(key, 0.0) + seconds
     model.train()
-    for step in range(cfg.train_steps):
+    step, saved = start - 1, time.monotonic()
+    for step in range(start, cfg.train_steps if not finished else start):
         points = curriculum.points(step)
         xs, ys = sample(gen, cfg.batch_size, points)
         xs, ys = xs.to(device), ys.to(device)
@@ -328,6 +342,11 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
             ctx.report(progress_offset + step + 1, total)
         if best is not None and best.stop_after(step + 1, model):
             break
+        if resume is not None and time.monotonic() - saved >= checkpoints.SAVE_EVERY_S:
+            run.save(resume, step + 1, finished=False)
+            saved = time.monotonic()
+    if resume is not None and not finished:
+        run.save(resume, step + 1, finished=True)
     losses.end(step, curriculum.points(step))
     if best is not None:
         best.restore(model)
@@ -336,6 +355,63 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
                     loss_curve=losses.curve, first_loss=losses.first, last_loss=losses.last,
                     curve=curve, validation=None if validation is None else validation.value(model),
                     stopping=None if best is None else best.block())
+
+
+@dataclass
+class Run:
+    """The state of a training run that a checkpoint keeps (:mod:`tasks.resume`)."""
+
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    gen: torch.Generator
+    losses: LossLog
+    curve: Curve | None
+    best: BestState | None
+    numerics: dict
+    clock: checkpoints.Clock = dataclasses.field(default_factory=checkpoints.Clock)
+
+    def save(self, path: Path, steps_done: int, finished: bool) -> None:
+        """Checkpoint the run after ``steps_done`` steps (``finished``: training has ended)."""
+        self.losses.flush()
+        opt_tensors, opt_state = checkpoints.optimizer_parts(self.opt)
+        tensors = {**checkpoints.prefixed("model.", self.model.state_dict()), **opt_tensors,
+                   "gen": self.gen.get_state(), "rng": torch.get_rng_state()}
+        if self.best is not None and self.best.state is not None:
+            tensors.update(checkpoints.prefixed("best.", self.best.state))
+        losses = self.losses
+        checkpoints.save(path, tensors, {
+            "numerics": self.numerics, "step": steps_done, "finished": finished,
+            "spent": self.clock.spent(),
+            "optimizer": opt_state,
+            "losses": {"curve": losses.curve, "window": losses.window, "first": losses.first,
+                       "last": losses.last, "reference": losses.rule.reference,
+                       "smoothed": losses.rule.smoothed},
+            "curve": None if self.curve is None else self.curve.as_dict(),
+            "plateau": None if self.best is None else dataclasses.asdict(self.best.plateau)})
+
+    def restore(self, path: Path | None) -> tuple[int, bool] | None:
+        """Load the checkpoint at ``path`` when there is a usable one: (the step to go on from,
+        whether training had ended); None when there is none."""
+        found = checkpoints.load(path, self.numerics)
+        if found is None:
+            return None
+        tensors, state = found
+        self.clock = checkpoints.Clock(state["spent"])
+        self.model.load_state_dict(checkpoints.unprefixed("model.", tensors))
+        checkpoints.restore_optimizer(self.opt, tensors, state["optimizer"])
+        self.gen.set_state(tensors["gen"])
+        torch.set_rng_state(tensors["rng"])
+        saved = state["losses"]
+        self.losses.curve, self.losses.window = saved["curve"], saved["window"]
+        self.losses.first, self.losses.last = saved["first"], saved["last"]
+        self.losses.rule.reference, self.losses.rule.smoothed = saved["reference"], saved["smoothed"]
+        if self.curve is not None:
+            self.curve.step, self.curve.value = state["curve"]["step"], state["curve"]["value"]
+        if self.best is not None:
+            self.best.plateau = Plateau(**state["plateau"])
+            best = checkpoints.unprefixed("best.", tensors)
+            self.best.state = best or None
+        return int(state["step"]), bool(state["finished"])
 
 
 def evaluated(cfg: ICLTaskConfig, ctx: RunContext) -> bool:

@@ -289,7 +289,7 @@ def test_the_measured_softmax_convergence_never_enters_a_cells_identity():
     assert ids == {"absent"}
 
 
-def test_a_converged_cell_killed_mid_training_records_nothing_and_resumes_whole(tmp_path):
+def test_a_converged_cell_killed_mid_training_records_nothing_and_runs_again(tmp_path):
     import os
     import signal
     import subprocess
@@ -322,4 +322,5 @@ def test_a_converged_cell_killed_mid_training_records_nothing_and_resumes_whole(
     record = json.loads(opener(path, "rt").read())
     stop = record["extra"]["train"]["stopping"]
     assert record["status"] == "ok" and stop["reason"] == "cap" and stop["stop_step"] == 240
+    assert not list(results.rglob("resume"))         # the runner removes a finished cell's checkpoints
     assert stop["curve"]["step"] == list(range(20, 260, 20)) and record["metrics"]

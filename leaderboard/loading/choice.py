@@ -40,6 +40,14 @@ tie tolerance (``[tuning] ties``), rates whose scores lie within it of the best 
 by the area under the validation curve (the mean validation value over training up to the cap:
 the rate that learns sooner), never by a difference below the seeds' noise.
 
+A bimodal task may screen its rates (``[tuning] bimodal_screen``, :attr:`Rule.screen`): steps 1-3
+run on the first ``screen`` tuning seeds only; the rate the screen chooses then runs every tuning
+seed, and so does any other rate whose screen reached the target on a larger fraction of its
+seeds than the confirmed rates do on all of theirs, until none is left; the choice is step 1-2's
+over the confirmed rates on every seed (:func:`confirmed`). Where no screened seed reached the
+target, nothing is confirmed and the screen's choice stands. A rate that cannot be chosen so
+never runs its other seeds: on MQAR those are cells that train to the cap on the plateau.
+
 The same records always give the same choice, so a resumed run chooses again what it chose before;
 the reporting cells of a (task, scorer) wait until its sweep is complete.
 """
