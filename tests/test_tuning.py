@@ -247,6 +247,23 @@ def test_a_screened_choice_confirms_the_chosen_rate_and_no_screen_beats_it():
         assert all(screens[r] <= fraction for r, n in counts.items() if n == 2)
 
 
+def test_a_confirmed_rate_that_fails_a_cell_hands_the_choice_to_the_other_screened_rates():
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2)
+    found = {1e-3: [STUCK, STUCK, None, None],
+             2e-3: [LEARNED, LEARNED, Trial("diverged", None), LEARNED],   # chosen, then failed
+             4e-3: [STUCK, LEARNED, None, None]}
+    waiting = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert needed(waiting) == {1e-3: 4, 2e-3: 4, 4e-3: 4}
+    found[1e-3] = [STUCK] * 4
+    found[4e-3] = [STUCK, LEARNED, LEARNED, STUCK]
+    choice = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=rule)
+    assert choice.complete and choice.chosen == {"lr": 4e-3}
+    found[4e-3] = [STUCK, LEARNED, Trial("nan", None), STUCK]
+    assert choose(base, "higher", 0, lookup_from(found), rates=RATES,
+                  rule=rule).chosen == {"lr": 1e-3}          # the one rate with no failed cell
+
+
 def test_a_screen_grows_its_grid_on_the_screen_seeds():
     base = {"lr": (1e-3, 2e-3)}
     rule = Rule("higher", tie=0.01, target=0.9, screen=2)

@@ -353,7 +353,8 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
               ) -> tuple[list[tuple[Point, int]], Pick, list[Point]]:
     """The confirmation stage of a screened choice. The rate the screen chooses runs every tuning
     seed when a screened seed reached the target there; so does every other rate whose screen
-    reached it more often than the confirmed rates do on every seed, until none is left. The
+    reached it more often than the confirmed rates do on every seed, until none is left (and every
+    rate the screen scored, where each confirmed one failed a cell on the other seeds). The
     choice is the rule's over the confirmed rates on every seed. Where no screened seed reached
     the target, the screen's choice stands (every rate is on its plateau: nothing to confirm).
     Gives the cells needed, the pick and the points still missing a seed."""
@@ -375,6 +376,9 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
         if pending:
             return needed, screen, pending
         picked = pick(members, found, rule.direction, rates=rates, rule=rule)
+        if picked.best is None:        # every confirmed rate failed a cell: confirm the rest
+            joining = [r for r in at_rate if r not in chosen and r in reach]
+            continue
         level = max(picked.rate_reached.values())
         joining = [r for r in at_rate if r not in chosen and reach.get(r, 0.0) > level]
     return needed, Pick({**screen.scores, **picked.scores},
