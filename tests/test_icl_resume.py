@@ -166,3 +166,30 @@ def test_a_cell_resumed_by_the_runner_counts_the_earlier_processes_time_and_drop
     assert earlier["cpu_time_s"] > 0 and record["provenance"]["cpu_time_s"] > earlier["cpu_time_s"]
     assert record["metrics"] == fresh["metrics"] and record["step"] == fresh["step"]
     assert not (tmp_path / "work" / checkpoints.DIRECTORY).exists()
+
+
+def test_a_checkpoint_keeps_tied_weights_and_the_optimizer_state(tmp_path):
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(layer, torch.nn.Tanh(), layer)        # one weight, twice
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+    tensors, parts = checkpoints.optimizer_parts(opt)
+    path = tmp_path / "resume" / "run"
+    checkpoints.save(path, {**checkpoints.prefixed("model.", model.state_dict()), **tensors},
+                     {"numerics": {"x": 1}, "optimizer": parts})
+    loaded, state = checkpoints.load(path, {"x": 1})
+    twin = torch.nn.Linear(4, 4)
+    copy = torch.nn.Sequential(twin, torch.nn.Tanh(), twin)
+    copy.load_state_dict(checkpoints.unprefixed("model.", loaded))
+    again = torch.optim.Adam(copy.parameters(), lr=1e-2)
+    checkpoints.restore_optimizer(again, loaded, state["optimizer"])
+    x = torch.randn(2, 4)
+    for m, o in ((model, opt), (copy, again)):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    assert torch.equal(model[0].weight, copy[0].weight) and torch.equal(model[0].bias, copy[0].bias)
