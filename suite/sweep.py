@@ -128,8 +128,12 @@ class TuningPlan:
 
     def base_sweep(self) -> list[PlannedCell]:
         """The sweep cells of the grids as the profile declares them (before any growth), on the
-        seeds that screen them."""
-        return [self.sweep_planned(t, p, s) for t in self.tuned.values()
+        seeds that screen them, one scorer after another: with the follow-ups queued first, a
+        run finishes a scorer before it starts the next, and a worker its last cells leave idle
+        takes the next one's."""
+        scorers = list(dict.fromkeys(scorer for _, scorer in self.tuned))
+        ordered = sorted(self.tuned.items(), key=lambda item: scorers.index(item[0][1]))
+        return [self.sweep_planned(t, p, s) for _, t in ordered
                 for p in points(self.tuning.grids[t.template.task])
                 for s in self.seeds(t)[:self.rule(t).screen or None]]
 

@@ -345,6 +345,20 @@ def test_a_bimodal_task_is_tuned_on_its_own_seeds_and_needs_a_target(tmp_path):
             plan_run(load_profile(prof))
 
 
+def test_a_run_of_two_tuned_tasks_finishes_one_scorer_before_it_starts_the_next(tmp_path):
+    log = tmp_path / "log"
+    twin = f"{TASK}_twin"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", log=str(log))
+        text = prof.read_text().replace(f'tasks = "{TASK}"', f'tasks = "{TASK},{twin}"')
+        prof.write_text(text + f'[tasks.{twin}]\nlog = "{log}"\n'
+                               f"[tuning.grid.{twin}]\nlr = {json.dumps(GRID)}\n")
+        run(prof, tmp_path / "r")
+    order = [line.split()[2] for line in log.read_text().splitlines()]
+    assert len(order) == 2 * 2 * (len(GRID) * 2 + 2)        # 2 scorers x 2 tasks x (sweep + report)
+    assert order == sorted(order, key=["softmax", "sparsemax"].index)
+
+
 def test_a_tuned_run_on_a_bimodal_task_records_the_rule_and_each_rates_reach(tmp_path):
     bimodal = "max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nties = {suite_test_tuned = 0.05}"
     with tuned_plugin():

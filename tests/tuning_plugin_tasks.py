@@ -74,3 +74,8 @@ class TunedTask(Task):
         items = [value + config.eval_shift + 0.1 * i for i in range(-1, 2)]
         return TaskResult(metrics={"score": sum(items) / 3}, items={"score": items}, extra=extra,
                           step=config.steps)
+
+
+@register_task(TASK + "_twin")
+class TwinTask(TunedTask):
+    """A second task of the same kind, for the order in which a run takes two tuned tasks."""
