@@ -324,9 +324,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,
                           rate_scores=chosen.rate_scores, cells=needed)
-        edges = [(k, side) for k in axes for side in ("low", "high")
-                 if grows(axes[k], side)
-                 and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
+        edges = _edges(axes, best)
         growable = [(k, side) for k, side in edges if counts[k][side] < max_extensions]
         if growable and (rule.target is None
                          or chosen.rate_reached.get(point_label(rate_of(best, rates)))):
@@ -339,9 +337,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
         if pending:
             return Choice(axes, chosen.scores, pending, extensions=counts, cells=needed)
         best = chosen.best
-        edges = [(k, side) for k in axes for side in ("low", "high")
-                 if grows(axes[k], side)
-                 and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
+        edges = _edges(axes, best)
     return Choice(axes, chosen.scores, [], best,
                   at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
                   rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached,
@@ -384,6 +380,12 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
     return needed, Pick({**screen.scores, **picked.scores},
                         {**screen.rate_scores, **picked.rate_scores}, picked.best,
                         {**reach, **picked.rate_reached}), []
+
+
+def _edges(axes: dict[str, tuple[float, ...]], best: Point) -> list[tuple[str, str]]:
+    """The (axis, side) edges ``best`` lies on where its axis could grow."""
+    return [(k, side) for k in axes for side in ("low", "high")
+            if grows(axes[k], side) and best[k] == (axes[k][0] if side == "low" else axes[k][-1])]
 
 
 def _missing(needed: list[tuple[Point, int]], found: dict[str, list | None]) -> list[Point]:
