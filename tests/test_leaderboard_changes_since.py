@@ -207,6 +207,9 @@ def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
 
     agrees = method_text(summary("r", {"lr": 1e-3}, {"lr": 1e-3}))
     assert "by its worst tuning cell" in agrees and "earlier rule" not in agrees
+    assert "its rule is its own: t: r." in agrees            # a task's own rule is named
+    from leaderboard.loading.choice import SELECTION_RULE
+    assert "its own" not in method_text(summary(SELECTION_RULE, {"lr": 1e-3}, {"lr": 1e-3}))
     differs = method_text(summary("r", {"lr": 4e-3}, {"lr": 1e-3}))
     assert "an earlier rule chose, not the rule's: ssa (t: the rule chooses lr=0.001)" in differs
     before = method_text(summary(None, {"lr": 4e-3}, None))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ..loading.choice import point_label, rate_of
+from ..loading.choice import SELECTION_RULE, point_label, rate_of
 from ..method.anchors import bounds
 from ..method.tuning import RATE_KEY, RATE_KEYS, point_key
 from .markdown_layout import block, fitted, wrap
@@ -107,6 +107,11 @@ def _rule_text(tuning: dict) -> str:
             "at that rate: a rate where one cell trained badly sits at the edge of the scorer's "
             "stable range, which a mean over the tuning seeds hides. The release recomputes "
             "each choice from the sweep records.")
+    own = [f"{task}: {t['rule']}" for task, t in sorted(tuning.items())
+           if t.get("rule") not in (None, SELECTION_RULE)]
+    if own:
+        text += (" Where a task declares it (seeds that either learn or stay on a plateau, a tie "
+                 "tolerance), its rule is its own: " + "; ".join(own) + ".")
     other = sorted(f"{label} ({task}: the rule chooses {_label(s['rule_choice'])})"
                    for task, t in tuning.items() for label, s in t["scorers"].items()
                    if s["complete"] and s.get("rule_choice") not in (None, s["chosen"]))
