@@ -738,6 +738,25 @@ def test_dry_run_lists_sweep_cells_with_their_estimated_time(tmp_path, capsys):
     assert not (tmp_path / "r").exists() or not records(tmp_path / "r")
 
 
+def test_dry_run_of_a_screened_task_lists_the_screen_and_an_expected_confirmation(
+        tmp_path, capsys):
+    bimodal = "max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nbimodal_screen = 2"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", target=0.9, scorers='"softmax"')
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        assert main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"),
+                     "--dry-run", "--plugin", str(PLUGIN)]) == 0
+        first = capsys.readouterr().out
+        run(prof, tmp_path / "r")
+        capsys.readouterr()
+        assert main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"),
+                     "--dry-run", "--plugin", str(PLUGIN)]) == 0
+        done = capsys.readouterr().out
+    # 4 rates x 2 screen seeds, and 2 more seeds at one rate until the screen has chosen it
+    assert "sweep cells: 10 to run" in first and "confirmation" in first
+    assert "sweep cells: 0 to run" in done and "confirmation" not in done
+
+
 def test_dry_run_times_sweep_cells_by_the_sweep_records(tmp_path, capsys):
     """Once a scorer's sweep has records, another scorer's sweep cells are estimated from them
     (a sweep cell skips the reported evaluation), not by a calibration."""
