@@ -86,9 +86,11 @@ class TuningPlan:
             out = []
             for seed in self.seeds(tuned):
                 record = current(self.sweep_cell(tuned, point, seed))
-                extra = {} if record is None else record.get("extra", {})
-                out.append(None if record is None else
-                           trial(record["status"], (extra.get("validation") or {}).get("value"),
+                if record is None:
+                    out.append(None)
+                    continue
+                extra = record.get("extra", {})
+                out.append(trial(record["status"], (extra.get("validation") or {}).get("value"),
                                  stopping_blocks(extra)))
             return out
 

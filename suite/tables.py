@@ -74,8 +74,8 @@ class TuningSettings(Settings):
     # judged by the fraction of seeds reaching the task's target (leaderboard/choice.py)
     bimodal: tuple[str, ...] = ()
     bimodal_seeds: int | tuple[int, ...] = setting(4, ge=0, nonempty=True)
-    # screen every rate of a bimodal task on its first bimodal_screen seeds; only the rates that
-    # reach the target most often run the rest (0: every seed at every rate)
+    # screen every rate of a bimodal task on its first bimodal_screen seeds; the rate the screen
+    # chooses (and any screened better than it turns out) runs the rest (0: every seed everywhere)
     bimodal_screen: int = setting(0, ge=0)
     ties: dict[str, float] = setting(default_factory=dict, ge=0)    # task -> tie tolerance
 

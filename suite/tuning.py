@@ -9,7 +9,7 @@ A profile's ``[tuning]`` table::
     max_extensions = 2          # how many steps the grid may grow past each edge of each axis
     bimodal = ["icl_mqar"]      # tasks whose seeds either learn or stay on a plateau: tuned on
     bimodal_seeds = 4           # these seeds and judged by the fraction reaching the task's target
-    bimodal_screen = 2          # every rate screened on the first 2; the leading rates run the rest
+    bimodal_screen = 2          # every rate screened on the first 2; the chosen one runs the rest
     ties = {icl_mqar = 0.01}    # task -> tolerance within which two rates are a tie
     [tuning.grid.icl_mqar]      # config key -> values; the points are the product of the axes
     lr = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]

@@ -144,7 +144,7 @@ class Rule:
     """Step 1's judgement of a rate (the module docstring): the worst cell, or with ``target`` the
     fraction of cells reaching it and then the median; ``tie``: the tolerance within which two
     rates' scores are a tie, broken by the area under the validation curve; ``screen``: how many
-    leading tuning seeds screen every rate before the leading rates run the rest (with a target
+    leading tuning seeds screen every rate before the chosen rate runs the rest (with a target
     only; :func:`confirmed`)."""
 
     direction: str
@@ -302,7 +302,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
     ``lookup(point)`` gives, per tuning seed in order, the cell of its record at that point (a
     :class:`Trial` or (status, validation value)) or None where that seed has none; or None when
     no seed has one. With ``rule.screen`` every rate is screened on that many leading seeds first
-    and only the leading rates run the rest (:func:`confirmed`). Pure: the same records, the same
+    and only the chosen rate runs the rest (:func:`confirmed`). Pure: the same records, the same
     choice."""
     if direction not in ("higher", "lower"):
         raise ValueError(f"direction must be 'higher' or 'lower', got {direction!r}")
