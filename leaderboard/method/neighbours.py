@@ -4,11 +4,11 @@ metric, the same comparison at the learning rates next to the scorer's chosen on
 The sweep cells of a task trained to convergence run the reported evaluation on their tuning
 seeds (tasks/icl_training.py ``evaluated``). At each grid neighbour of the scorer's chosen rate,
 the scorer's mean over its tuning seeds is compared with the baseline's mean at the baseline's
-own chosen rate over the same tuning seeds (at a rate a screen left out, its screen seeds);
-the verdict holds there when the difference has the
-verdict's sign. A verdict that holds at every neighbour reads "holds at k/k neighbouring rates";
-one that does not is "rate-sensitive". A neighbour with records on fewer than two seeds, or on
-a seed the baseline's chosen rate lacks, is left out.
+own chosen rate over the same tuning seeds (at a rate a screen left out, its screen seeds); the
+verdict holds there when the difference has the verdict's sign. A verdict that holds at every
+neighbour reads "holds at k/k neighbouring rates"; one that does not is "rate-sensitive". A
+neighbour with records on fewer than two seeds, or on a seed the baseline's chosen rate lacks, is
+left out.
 """
 from __future__ import annotations
 
