@@ -15,7 +15,9 @@ Per cell, in this order:
    scorer's step cost. A config that trains to convergence (``stop = "converged"``) is timed per
    trained step, since its scorers stop at different steps: the records' seconds per step (their
    own scorer's, else the line through the recorded scorers' at the cell's step cost) times the
-   steps its own scorer's records trained (median), else the median of every recorded cell's.
+   steps its own scorer's records trained (median), else the median of every recorded cell's;
+   beside it, the total if every scorer without records of the config runs to the cap (a
+   scorer that never learns: a MQAR cell at its cap costs several times softmax's converged one).
 2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
    expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
    without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
@@ -79,6 +81,8 @@ class TaskEstimate:
     cells: int
     seconds: float | None       # total over the cells; None: no estimate
     source: str                 # "records (n)", "calibration (...)", or why there is none
+    at_cap: float | None = None  # the total if every scorer without records of a converged
+                                 # config trains its cells to the cap; None: no such cell
 
     @property
     def per_cell(self) -> float | None:
@@ -116,10 +120,12 @@ def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, 
     return _recorded(records, device)[0]
 
 
-def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict]:
-    """:func:`record_times`, and the steps the records of converged configs trained."""
+def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict, dict]:
+    """:func:`record_times`, the steps the records of converged configs trained, and the most
+    steps a cell of each converged config may train (its cap times the models it trains)."""
     times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     steps: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    caps: dict[tuple, int] = {}
     for r in records:
         prov = r.get("provenance") or {}
         if r.get("status") != OK or prov.get("hardware") != device:
@@ -140,17 +146,23 @@ def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict]:
                 continue
             steps[key][label].append(trained)
             wall /= trained
+            cap = steps_of(cell["task"], cell["config"])
+            if cap:
+                caps[key] = max(caps.get(key, 0), cap[1] * len(_trained_models(extra)))
         times[key][label].append(float(wall))
-    return times, steps
+    return times, steps, caps
 
 
 def trained_steps(extra: dict) -> int | None:
     """The optimizer steps a record's models trained (``extra["train"]["steps"]``, or summed
     over a task's models, e.g. icl_quantifiers' one per quantifier)."""
+    return sum(int(m["steps"]) for m in _trained_models(extra)) or None
+
+
+def _trained_models(extra: dict) -> list[dict]:
     train = extra.get("train") or {}
-    models = [train] if "steps" in train else [m for m in train.values()
-                                               if isinstance(m, dict) and "steps" in m]
-    return sum(int(m["steps"]) for m in models) or None
+    return [train] if "steps" in train else [m for m in train.values()
+                                             if isinstance(m, dict) and "steps" in m]
 
 
 def _scorer_label(cell) -> str:
@@ -437,7 +449,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
     calibration's runs, as a cell of the run gets them (0: torch's choice). ``converged_at``:
     per task, the profile's ``softmax_converged_at`` (:func:`calibrate`)."""
     hw = hardware_name or device_class(device)
-    times, trained = _recorded(records, hw)
+    times, trained, caps = _recorded(records, hw)
     calibrator = calibrator or (lambda c, d: calibrate(
         c, d, threads=threads, converged_at=(converged_at or {}).get(c.task)))
     scaled: set[str] = set()
@@ -460,7 +472,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         configs: dict[tuple, list[Cell]] = defaultdict(list)
         for cell in group:
             configs[_config_key(cell.task, cell.task_version, cell.config, cell.role)].append(cell)
-        total, sources = 0.0, []
+        total, sources, beyond = 0.0, [], 0.0
         scaled.clear()
         for key, members in configs.items():
             found = key if key in times else (*key[:3], REPORT)
@@ -474,13 +486,16 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                     length = (statistics.median(steps.get(_scorer_label(c)) or every)
                               if steps else 1)
                     if own:
-                        total += statistics.median(own) * length
-                        continue
-                    if line is None:
-                        points = [(unit(task, label), statistics.median(ts))
-                                  for label, ts in known.items()]
-                        line = cost_line([(r, t) for r, t in points if r is not None])
-                    total += (line[0] + line[1] * cost(c)) * length
+                        per_step = statistics.median(own)
+                    else:
+                        if line is None:
+                            points = [(unit(task, label), statistics.median(ts))
+                                      for label, ts in known.items()]
+                            line = cost_line([(r, t) for r, t in points if r is not None])
+                        per_step = line[0] + line[1] * cost(c)
+                    total += per_step * length
+                    if steps and _scorer_label(c) not in steps and found in caps:
+                        beyond += per_step * max(caps[found] - length, 0)
                 sources.append(f"records ({sum(map(len, known.values()))} on {hw})" + (
                     f"; per trained step, at the recorded median of {statistics.median(every):.0f}"
                     " steps where a scorer has none" if steps else ""))
@@ -500,7 +515,8 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         else:
             if scaled:
                 sources.append(f"{len(scaled)} scorer(s) scaled by their step cost")
-            out.append(TaskEstimate(task, len(group), total, "; ".join(dict.fromkeys(sources))))
+            out.append(TaskEstimate(task, len(group), total, "; ".join(dict.fromkeys(sources)),
+                                    total + beyond if beyond else None))
     return out
 
 

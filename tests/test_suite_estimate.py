@@ -68,6 +68,36 @@ def test_a_converged_config_is_timed_per_trained_step_at_the_steps_its_scorers_t
     assert trained_steps({"train": {"every": {"steps": 300}, "some": {"steps": 200}}}) == 500
 
 
+def test_a_scorer_without_records_of_a_converged_config_is_also_timed_at_the_cap():
+    """The median step count of recorded scorers is low for one that never learns and trains
+    every cell to the cap; the estimate says what that would cost beside its total. The cap
+    counts every model a cell trains (icl_quantifiers: one per quantifier)."""
+    converged = {**CONFIG, "stop": "converged", "train_steps": 5000}
+
+    def trained(scorer, seed, wall, train, task="icl_linear"):
+        record = timed(scorer, seed, wall, config=converged, task=task)
+        record["extra"]["train"] = train
+        return record
+
+    records = [trained("softmax", 0, 100.0, {"steps": 1000}),
+               trained("softmax", 1, 132.0, {"steps": 1200}),
+               trained("softmax", 0, 50.0, {"all": {"steps": 300}, "most": {"steps": 200}},
+                       task="icl_quantifiers")]
+    cells = [cell(s, 5, config=converged) for s in ("softmax", "relu")] + [
+        cell(s, 5, config=converged, task="icl_quantifiers") for s in ("softmax", "relu")]
+    linear, quantifiers = estimate(cells, records, "cpu", hardware_name=HW,
+                                   calibrator=no_calibration)
+    # 0.105 s a step: softmax at its own 1,100 steps, relu at the median 1,100 or the cap 5,000
+    assert linear.seconds == pytest.approx(0.105 * 1100 * 2)
+    assert linear.at_cap == pytest.approx(0.105 * 1100 + 0.105 * 5000)
+    # 0.1 s a step, 500 steps over two models, whose cap is 2 x 5,000 steps
+    assert quantifiers.seconds == pytest.approx(0.1 * 500 * 2)
+    assert quantifiers.at_cap == pytest.approx(0.1 * 500 + 0.1 * 10_000)
+    # a config whose scorers all have records has no such bound
+    assert estimate([cell("softmax", 5, config=converged)], records, "cpu", hardware_name=HW,
+                    calibrator=no_calibration)[0].at_cap is None
+
+
 def test_without_records_the_task_is_calibrated_once_per_config():
     calls = []
 

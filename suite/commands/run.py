@@ -206,22 +206,32 @@ class Estimator:
                             threads=self.threads, converged_at=self.converged_at)
         except StepCostError as e:
             raise SystemExit(f"scorebench: {e}") from None
+        capped = any(r.at_cap is not None for r in rows)
         table = Table(title="expected time (the \"from\" column says whence)", show_edge=False)
-        for c in ("task", "cells", "per cell", "total", "from"):
-            table.add_column(c, justify="right" if c in ("cells", "per cell", "total") else "left")
+        numbers = ("cells", "per cell", "total", *(("at the cap",) if capped else ()))
+        for c in ("task", *numbers, "from"):
+            table.add_column(c, justify="right" if c in numbers else "left")
         for r in rows:
             table.add_row(r.task, str(r.cells), duration(r.per_cell), duration(r.seconds),
+                          *((duration(r.at_cap) if r.at_cap else "",) if capped else ()),
                           r.source)
         known = [r.seconds for r in rows if r.seconds is not None]
         total = sum(known)
+        most = sum(r.at_cap or r.seconds for r in rows if r.seconds is not None)
         table.add_row("[bold]all", str(sum(r.cells for r in rows)), "",
-                      f"[bold]{duration(total)}", "" if len(known) == len(rows)
-                      else "tasks without an estimate left out")
+                      f"[bold]{duration(total)}", *((duration(most),) if capped else ()),
+                      "" if len(known) == len(rows) else "tasks without an estimate left out")
         console.print(table)
         workers = self.workers
-        console.print(f"total {duration(total)} of cell time ({total:.0f} s)"
-                      + (f"; about {duration(total / workers)} wall with {workers} workers"
-                         if workers > 1 else ""))
+
+        def wall(seconds: float) -> str:
+            return (f"; about {duration(seconds / workers)} wall with {workers} workers"
+                    if workers > 1 else "")
+        console.print(f"total {duration(total)} of cell time ({total:.0f} s){wall(total)}")
+        if capped:
+            console.print(f"at most {duration(most)} of cell time{wall(most)}, if every scorer "
+                          "without records of a task that trains to convergence runs its cells to "
+                          "the cap (a scorer that never learns)")
 
 
 def run(args) -> int:
