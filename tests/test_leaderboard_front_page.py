@@ -128,3 +128,23 @@ def test_compare_against_softmax_gives_the_boards_numbers(capsys):
     assert "P(sparsemax better than softmax)" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="did you mean 'sparsemax'"):
         main(["compare", "sparsemx", "softmax", "--out", str(releases)])
+
+
+def test_the_table_tells_a_task_not_run_from_one_the_scorer_cannot_run_or_failed(tmp_path):
+    """Part-way through a re-run a scorer has no record of a task yet: the table says "not run",
+    not the "n/a" of a scorer that cannot run the task, and "all failed" where every cell
+    failed."""
+    board_of(tmp_path)
+    for seed in range(5):
+        write_record(tmp_path, make_record("task_a", "late", seed, {"error": 0.3}, specs=ERROR))
+        write_record(tmp_path, make_record("task_b", "broken", seed, {"error": 0.3}, specs=ERROR))
+        write_record(tmp_path, make_record("task_a", "broken", seed, status="error",
+                                           specs=ERROR, message="RuntimeError"))
+    lines = summary.front_table(build_board(tmp_path).with_release("r"), "cpu", {})
+    cells = {r.split("|")[2].strip(" *"): [c.strip() for c in r.split("|")[4:-1]]
+             for r in lines[2:] if r.startswith("| ")}
+    assert cells["late"][1] == "not run" and cells["late"][0] != "not run"
+    assert cells["broken"][0] == "all failed"
+    assert "not run: no record of the scorer on the task in this release" in " ".join(lines)
+    full = " ".join(summary.front_table(board_of(tmp_path / "full"), "cpu", {}))
+    assert "| not run" not in full and "not run:" not in full

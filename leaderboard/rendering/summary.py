@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
-from .text import column_format, markdown_text, missing, verdict_legend, verdict_mark
+from .text import column_format, markdown_text, mean_text, missing, verdict_legend, verdict_mark
 
 
 def _records(frame) -> list[dict]:
@@ -128,6 +128,7 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     header = ["rank", "scorer", f"P(better than {markdown_text(baseline)}) [95% CI]"] + [
         f"[{names[t]}]" if t in links else names[t] for t in tasks]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    unrun = False
     for r in _records(board.overall):
         if r["profile"] != profile:
             continue
@@ -139,8 +140,11 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
         cells = [rank, f"**{scorer}**" if r["tier"] == 1 else scorer, poi]
         for t in tasks:
             row = verdicts.get((t, r["scorer"]))
-            if row is None or row["n"] == 0:
-                cells.append("n/a")
+            if row is None:
+                cells.append("not run")
+                unrun = True
+            elif row["n"] == 0:
+                cells.append(mean_text(row))
             else:
                 mark = "" if r["scorer"] == baseline else f" {verdict_mark(row)}"
                 cells.append(formats[t](row["mean"]) + mark)
@@ -148,6 +152,8 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     metric_names = ", ".join(f"{names[t]}: {markdown_text(heads[(profile, t)])}" for t in tasks)
     lines += ["", f"Bold: tier 1 of the headline. Task columns: the mean of the task's first "
               f"headline metric ({metric_names}), {verdict_legend(markdown_text(baseline))}, "
-              "n/a the scorer cannot run the task.", ""]
+              "n/a the scorer cannot run the task" + (
+                  ", not run: no record of the scorer on the task in this release" if unrun
+                  else "") + ".", ""]
     lines += [f"[{names[t]}]: {links[t]}" for t in tasks if t in links]
     return lines
