@@ -216,6 +216,19 @@ def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
     assert "worst" not in before and "A point's score is its mean" in before
 
 
+def test_the_tuning_method_names_the_seeds_each_task_tuned_on():
+    """A bimodal task tunes on more seeds than the rest; the method says which ran which."""
+    from leaderboard.rendering.tuning_section import method_text
+
+    def task(seeds):
+        return {"grid": {"lr": [1e-3]}, "tuning_seeds": seeds, "scorers": {},
+                "cells": {"sweep": 1, "report": 1}}
+    text = method_text({"a": task([1001, 1000]), "b": task([1000, 1001]),
+                        "mqar": task([1000, 1001, 1002, 1003])})
+    assert "on tuning seeds [1000, 1001] (mqar: [1000, 1001, 1002, 1003])," in text
+    assert "on tuning seeds [1000, 1001], which" in method_text({"a": task([1000, 1001])})
+
+
 def converged(target, **medians):
     return {"target": target, "cap": 20000,
             "scorers": {s: {"median_steps": m} for s, m in medians.items()}}

@@ -5,7 +5,7 @@ gap); the README's method paragraph (the protocol and its cost in cells) and its
 points."""
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -79,10 +79,10 @@ def method_text(tuning: dict | None) -> str:
     grids = "; ".join(f"{task}: " + " x ".join(f"{k} {{{', '.join(f'{v:g}' for v in vals)}}}"
                                                for k, vals in t["grid"].items())
                       for task, t in sorted(tuning.items()))
-    seeds = sorted({s for t in tuning.values() for s in t["tuning_seeds"]})
     return (
         "**Tuning.** Every scorer gets the same grid on each tuned task (" + grids + "), trained "
-        f"at the task's full budget on tuning seeds {seeds}, which no reporting cell uses, and "
+        f"as the task's reporting cells are on tuning seeds {_seeds_text(tuning)}, which no "
+        "reporting cell uses, and "
         "scored on the task's validation metric: in distribution, on validation data disjoint "
         "from the reported evaluation items (fresh draws for the ICL tasks and MQAR, held-out "
         "documents or sentences outside the reported evaluation for the language models). "
@@ -93,6 +93,15 @@ def method_text(tuning: dict | None) -> str:
         "them. " + (f"Cost: {sweep} sweep cells for {report} reporting cells "
                     f"({sweep / report:.1f} sweep cells per reporting cell)." if report else
                     f"Cost so far: {sweep} sweep cells; no reporting cell yet."))
+
+
+def _seeds_text(tuning: dict) -> str:
+    """The tuning seeds most tasks ran, and those of the tasks that ran others (a bimodal task
+    tunes on more)."""
+    runs = {task: sorted(t["tuning_seeds"]) for task, t in sorted(tuning.items())}
+    common = Counter(map(tuple, runs.values())).most_common(1)[0][0]
+    other = [f"{task}: {seeds}" for task, seeds in runs.items() if tuple(seeds) != common]
+    return f"{list(common)}" + (f" ({'; '.join(other)})" if other else "")
 
 
 def _rule_text(tuning: dict) -> str:
