@@ -167,6 +167,10 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     assert curve["dense"] and curve["scorers"]["ssa"]["stop_step"] == 1400.0
     assert curve["scorers"]["softmax"]["step"][:3] == [100, 200, 300]
     assert curve["scorers"]["softmax"]["mean"][-1] == pytest.approx(1.0)
+    # read at the target the speed is measured at (0.3 + step / 1000 >= 0.9 first at 600), not
+    # at a fraction of the baseline's final value
+    assert curve["target"] == 0.9 and curve["baseline_final"] is None
+    assert {s["reach_step"] for s in curve["scorers"].values()} == {600}
 
     readme = "".join(p.read_text() for p in write_release(board, tmp_path / "r1")
                      if p.name == "README.md")
@@ -180,6 +184,8 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
                                                  "the target")
     assert ssa["stops"] == "3 converged, 2 at the cap, 2 not learned within the cap"
+    assert merged(tables["icl_mqar (val_accuracy, higher is better)"])["ssa"][
+        "first step the mean reaches the target 0.9"] == "600"
     assert ssa["verdict at the neighbouring rates"] == "error: rate-sensitive (holds at 1/2)"
     assert soft[speed].startswith("680 [") and "did not" not in soft[speed]
     assert "split" not in soft["reliability [exact 95% CI]"]

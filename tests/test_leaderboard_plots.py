@@ -99,7 +99,8 @@ def test_grid_titles_have_room(figures):
 def curve_entry(scorers, metric="val_accuracy", dense=False):
     steps = [1, 10, 100, 1000]
     return {"profile": "cpu", "metric": metric, "direction": "higher", "reach": 0.9,
-            "baseline": "softmax", "baseline_final": 0.95, "dense": dense,
+            "baseline": "softmax", "baseline_final": None if dense else 0.95, "dense": dense,
+            **({"target": 0.8} if dense else {}),
             "scorers": {s: {"seeds": 3, "step": steps, "mean": [0.1, 0.4, 0.9, 0.97],
                             "lo": [-0.2, 0.1, 0.7, 0.9], "hi": [0.3, 0.7, 1.1, 1.2],
                             "final": 0.97, "stop_step": 600 if dense else None}
@@ -128,6 +129,10 @@ def test_learning_curves_are_small_multiples_inside_the_metrics_range(figures, d
         assert ax.get_legend() is None
         stops = [line for line in ax.lines if list(line.get_xdata()) == [600, 600]]
         assert bool(stops) == dense
+        # the dotted reference: the task's target where it declares one, else 0.9 of the
+        # baseline's final
+        level = 0.8 if dense else 0.9 * 0.95
+        assert [line for line in ax.lines if list(line.get_ydata()) == [level, level]]
     assert ax.get_xscale() == ("linear" if dense else "log")
     legend, = fig.legends
     canvas = FigureCanvasAgg(fig)

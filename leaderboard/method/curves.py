@@ -8,8 +8,10 @@ entry is marked ``dense`` with each scorer's median stop step (``stop_step``).
 per scorer: the curve steps, the mean over seeds with a 95% t-interval, the final validation value
 and ``reach_step``: the first curve step at which the scorer's mean reaches the declared fraction
 ``reach`` of the baseline's final value (``reach x final`` when higher is better, ``final / reach``
-when lower is), None when it never does. :mod:`leaderboard.rendering.curves` plots and tabulates
-them.
+when lower is), None when it never does. A task whose stopping rule declares a ``target`` (the one
+its speed and reliability are measured at, :mod:`leaderboard.method.convergence`) is read at that
+target instead (``target``; no ``baseline_final``). :mod:`leaderboard.rendering.curves` plots and
+tabulates them.
 """
 from __future__ import annotations
 
@@ -37,6 +39,16 @@ def reached(value: float, final: float, reach: float, direction: str) -> bool:
     if direction == "higher":
         return value >= reach * final
     return value <= final / reach
+
+
+def at_target(value: float, target: float, direction: str) -> bool:
+    return value >= target if direction == "higher" else value <= target
+
+
+def _first(scorer: dict, test) -> int | None:
+    """The first curve step at which the scorer's mean passes ``test``; None: never."""
+    return next((step for step, m in zip(scorer["step"], scorer["mean"])
+                 if np.isfinite(m) and test(m)), None)
 
 
 def _dense(record: Record) -> list[dict]:
@@ -97,6 +109,7 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
                  "direction": first.get("direction", "higher"),
                  "reach": float(first.get("reach", 0.9)), "baseline": baseline,
                  "baseline_final": None, "scorers": {}}
+        targets: set[float] = set()
         for label, recs in sorted(by_scorer.items()):
             found = _curves(recs)
             if found is None:
@@ -114,13 +127,20 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
             if stops:
                 entry["dense"] = True
                 entry["scorers"][label]["stop_step"] = float(np.median(stops))
+            targets.update(b["target"] for r in recs for b in _dense(r)
+                           if b.get("target") is not None)
+        if len(targets) == 1:
+            entry["target"] = float(targets.pop())
         base = entry["scorers"].get(baseline)
-        if base is not None and np.isfinite(base["mean"][-1]):
+        if "target" in entry:
+            for s in entry["scorers"].values():
+                s["reach_step"] = _first(s, lambda m: at_target(m, entry["target"],
+                                                                entry["direction"]))
+        elif base is not None and np.isfinite(base["mean"][-1]):
             final = base["mean"][-1]
             entry["baseline_final"] = final
             for s in entry["scorers"].values():
-                s["reach_step"] = next((step for step, m in zip(s["step"], s["mean"])
-                                        if np.isfinite(m) and reached(m, final, entry["reach"],
-                                                                      entry["direction"])), None)
+                s["reach_step"] = _first(s, lambda m: reached(m, final, entry["reach"],
+                                                              entry["direction"]))
         out[key] = entry
     return out

@@ -1,6 +1,7 @@
 """The learning curves of a release (``meta["curves"]``, :mod:`leaderboard.method.curves`) as
 plots, one per task, and as the README's table of final values, the step each scorer reaches
-the declared fraction of the baseline's final value and, on a dense curve, its median stop step."""
+the declared fraction of the baseline's final value (or the task's target, where its stopping rule
+declares one) and, on a dense curve, its median stop step."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,7 +26,10 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
             continue
         low, high = bounds(c["metric"], c["direction"], None)
         extra = []
-        if c["baseline_final"] is not None:
+        if c.get("target") is not None:
+            extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":",
+                                label=f"the target, {c['target']:g}"))
+        elif c["baseline_final"] is not None:
             extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":",
                                 label=f"{c['reach']:g} of {c['baseline']}'s final"))
         if c.get("dense"):
@@ -49,8 +53,10 @@ def _draw(ax, c: dict, label: str, style: dict, low: float, high: float) -> None
                     zorder=style["zorder"] - 1)
     if s.get("stop_step") is not None:
         ax.axvline(s["stop_step"], color=style["color"], lw=0.8, ls="--")
-    if c["baseline_final"] is not None and label == c["baseline"]:
-        level = (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
+    if label == c["baseline"] and (c.get("target") is not None
+                                   or c["baseline_final"] is not None):
+        level = (c["target"] if c.get("target") is not None
+                 else c["reach"] * c["baseline_final"] if c["direction"] == "higher"
                  else c["baseline_final"] / c["reach"])
         ax.axhline(level, color="0.4", lw=0.8, ls=":")
 
@@ -74,14 +80,19 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
                   "baseline's final curve value (– : never)."
                   + (" A task trained to convergence shows instead the stopping rule's curve, "
                      "evaluated every few steps to the stop, a seed that stopped standing at its "
-                     "best value after it, and each scorer's median stop step."
+                     "best value after it, each scorer's median stop step, and the first step at "
+                     "which the mean curve reaches the target its speed and reliability are "
+                     "measured at (the speed column of \"Level, speed and reliability\" is the "
+                     "mean of each seed's own step)."
                      if any(c.get("dense") for c in curves.values()) else "")), ""]
     for key, c in sorted(curves.items()):
         rule = ("≥ {r:g} x" if c["direction"] == "higher" else "≤ 1/{r:g} x").format(r=c["reach"])
         dense = c.get("dense")
         metric = markdown_text(c["metric"])
-        headers = ["scorer", "seeds", f"final {metric}",
-                   f"first step {rule} {markdown_text(c['baseline'])}'s final"] + (
+        reach = (f"first step the mean reaches the target {c['target']:g}"
+                 if c.get("target") is not None
+                 else f"first step {rule} {markdown_text(c['baseline'])}'s final")
+        headers = ["scorer", "seeds", f"final {metric}", reach] + (
             ["median stop step"] if dense else [])
         finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
         body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
