@@ -207,3 +207,20 @@ def test_records_without_a_target_add_nothing_to_the_release(tmp_path):
             write_record(tmp_path, make_record("icl_mqar", scorer, seed, {"error": 0.2}))
     meta = release_board(load_records(tmp_path), "r0", n_boot=100).meta
     assert "convergence" not in meta and "neighbours" not in meta
+
+
+def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_never_does(
+        tmp_path):
+    """softmax and 'quick' reach the target on every seed, ssa on 3 of 5, relu on none."""
+    from leaderboard.publishing.release import release_board
+    from leaderboard.rendering import summary
+
+    root = converged_results(tmp_path / "results")
+    for seed in range(5):
+        write_record(root, converged_record("quick", seed, 0.3, 300 + 100 * seed))
+        write_record(root, converged_record("relu", seed, 0.7, None, stop=2000))
+    text = " ".join(summary.sentences(release_board(load_records(root), "r1", n_boot=200)))
+    assert ("icl_mqar, trained until its validation metric converges (target 0.9, cap 2000 "
+            "steps): 2 of 4 scorers reach the target on every seed; seeds split for ssa (3/5); "
+            "no seed reaches it within the cap for relu. Fewest steps to the target of them, "
+            "mean over seeds: quick (500; softmax 680).") in text

@@ -49,6 +49,13 @@ def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path
     assert "No verdict yet on task_c: only softmax has records there so far" in text
     assert "task_c: best mean" not in text and "Uninformative" not in text
     assert "each weighing 1/2" in text
+    for scorer in ("good", "bad"):
+        for seed in range(5):
+            write_record(tmp_path, make_record("task_c", scorer, seed, {"error": 0.3},
+                                               specs=ERROR))
+    text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
+    assert ("Not in the headline until every scorer has records of it: task_c (3 of 4 scorers "
+            "so far).") in text and "No verdict yet" not in text
 
 
 def test_the_table_marks_each_task_against_the_baseline(tmp_path):

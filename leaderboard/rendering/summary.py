@@ -2,11 +2,13 @@
 (LEADERBOARD.md) and ``scorebench summary``.
 
 The sentences say which scorers share the top tier of the overall's headline, where the baseline
-stands, what the headline rests on, and per task its leader and whether that leader beats the
-baseline. The table has one row per scorer: its headline rank interval, the headline with its
+stands, what the headline rests on, per task its leader and whether that leader beats the
+baseline, and per task trained to convergence how many scorers reach its target on every seed,
+whose seeds split, which never reach it within the cap, and how fast the baseline and the fastest
+reach it. The table has one row per scorer: its headline rank interval, the headline with its
 interval, and per task of the board one mark against the baseline on the task's first headline
 metric: ▲ better, ▼ worse, · no verdict (n.s., tie or within resolution), – uninformative at the
-profile, n/a the scorer cannot run it.
+profile, n/a the scorer cannot run it, not run where it has no record of the task yet.
 """
 from __future__ import annotations
 
@@ -85,7 +87,8 @@ def sentences(board) -> list[str]:
         for (p, t, _, scorer), r in rows.items():
             if p == profile and r["n"] > 0:
                 run_by[t].add(scorer)
-        alone = [t for t in outside if t not in left_out and run_by[t] == {baseline}]
+        pending = [t for t in outside if t not in left_out]
+        alone = [t for t in pending if run_by[t] == {baseline}]
         if left_out:
             out.append(f"Uninformative at this profile, so out of the headline: "
                        f"{', '.join(left_out)} (the baseline does not clear the task's trivial "
@@ -93,6 +96,10 @@ def sentences(board) -> list[str]:
         if alone:
             out.append(f"No verdict yet on {', '.join(alone)}: only {baseline} has records there "
                        "so far, so out of the headline.")
+        if len(pending) > len(alone):
+            out.append("Not in the headline until every scorer has records of it: " + ", ".join(
+                f"{t} ({len(run_by[t])} of {len(prows)} scorers so far)"
+                for t in pending if t not in alone) + ".")
         for (p, task), metric in sorted(heads.items()):
             if p != profile or task in left_out or task in alone:
                 continue
@@ -111,7 +118,36 @@ def sentences(board) -> list[str]:
                 said = f"not significantly better than {baseline} ({verdict or 'no verdict'})"
             out.append(f"{task}: best mean {metric} {lead['scorer']} ({lead['mean']:.4g}), "
                        f"{said}.")
+        out += [_reliability_sentence(task, c, baseline)
+                for task, c in sorted((board.meta.get("convergence") or {}).items())
+                if (profile, task) in heads and c["scorers"]]
     return out
+
+
+def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
+    """A task trained to convergence: who reaches its target on every seed, whose seeds split,
+    who never does within the cap, and the baseline's and the fastest scorer's mean steps."""
+    scorers = c["scorers"]
+    every = {label: s for label, s in scorers.items() if s["reached"] == s["seeds"]}
+    split = [f"{label} ({s['reached']}/{s['seeds']})" for label, s in sorted(scorers.items())
+             if s["split"]]
+    never = sorted(label for label, s in scorers.items() if not s["reached"])
+    text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
+            f"cap {c['cap']} steps): {len(every)} of {len(scorers)} scorers reach the target on "
+            "every seed")
+    if split:
+        text += f"; seeds split for {', '.join(split)}"
+    if never:
+        text += f"; no seed reaches it within the cap for {', '.join(never)}"
+    text += "."
+    if every:
+        steps = {label: s["speed"]["mean"] for label, s in every.items()}
+        fastest = min(steps, key=lambda label: (steps[label], label))
+        text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
+                 f"({steps[fastest]:.0f}" + (f"; {baseline} {steps[baseline]:.0f}"
+                                              if baseline in steps and fastest != baseline
+                                              else "") + ").")
+    return text
 
 
 def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
