@@ -26,12 +26,10 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
             continue
         low, high = bounds(c["metric"], c["direction"], None)
         extra = []
-        if c.get("target") is not None:
-            extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":",
-                                label=f"the target, {c['target']:g}"))
-        elif c["baseline_final"] is not None:
-            extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":",
-                                label=f"{c['reach']:g} of {c['baseline']}'s final"))
+        if _reference(c) is not None:
+            extra.append(Line2D([], [], color="0.4", lw=0.8, ls=":", label=(
+                f"the target, {c['target']:g}" if c.get("target") is not None
+                else f"{c['reach']:g} of {c['baseline']}'s final")))
         if c.get("dense"):
             extra.append(Line2D([], [], color=SCORER_STYLE["color"], lw=0.8, ls="--",
                                 label="median stop step"))
@@ -53,12 +51,20 @@ def _draw(ax, c: dict, label: str, style: dict, low: float, high: float) -> None
                     zorder=style["zorder"] - 1)
     if s.get("stop_step") is not None:
         ax.axvline(s["stop_step"], color=style["color"], lw=0.8, ls="--")
-    if label == c["baseline"] and (c.get("target") is not None
-                                   or c["baseline_final"] is not None):
-        level = (c["target"] if c.get("target") is not None
-                 else c["reach"] * c["baseline_final"] if c["direction"] == "higher"
-                 else c["baseline_final"] / c["reach"])
+    level = _reference(c)
+    if label == c["baseline"] and level is not None:
         ax.axhline(level, color="0.4", lw=0.8, ls=":")
+
+
+def _reference(c: dict) -> float | None:
+    """The dotted level of a task's panels: its target, else the declared fraction of the
+    baseline's final value."""
+    if c.get("target") is not None:
+        return c["target"]
+    if c["baseline_final"] is None:
+        return None
+    return (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
+            else c["baseline_final"] / c["reach"])
 
 
 def _finite(x) -> bool:

@@ -143,10 +143,10 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     if every:
         steps = {label: s["speed"]["mean"] for label, s in every.items()}
         fastest = min(steps, key=lambda label: (steps[label], label))
+        base = (f"; {baseline} {steps[baseline]:.0f}"
+                if baseline in steps and fastest != baseline else "")
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
-                 f"({steps[fastest]:.0f}" + (f"; {baseline} {steps[baseline]:.0f}"
-                                              if baseline in steps and fastest != baseline
-                                              else "") + ").")
+                 f"({steps[fastest]:.0f}{base}).")
     return text
 
 
