@@ -3,7 +3,8 @@
 Per cell, in this order:
 
 1. **records**: the median ``wall_time_s`` of existing ``ok`` records (not resumed from a
-   checkpoint: those timed only the rest of a cell) with the same task, task version, config
+   checkpoint: those timed only the rest of a cell, or add the processes before a pause whose wall
+   time the pause stretched) with the same task, task version, config
    (the resolved config, so the same sizes; the keys the task declares tunable, its optimizer's
    settings, aside) and role on the same device class (the ``hardware`` string
    of a record's provenance: CPU model and core count, or the GPU's name); a tuning sweep's or
@@ -131,8 +132,8 @@ def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict, dict]:
         if r.get("status") != OK or prov.get("hardware") != device:
             continue
         extra = r.get("extra") or {}
-        if extra.get("resumed_from_checkpoint"):
-            continue   # its wall time is the rest of a cell that began in another run
+        if extra.get("resumed_from_checkpoint") or prov.get("resumed"):
+            continue   # its wall time is the rest of a cell, or spans the pause between runs
         wall = prov.get("wall_time_s")
         if not isinstance(wall, (int, float)) or wall < 0:
             continue

@@ -18,10 +18,12 @@ def cell(scorer="softmax", seed=0, task="icl_linear", config=CONFIG) -> Cell:
 
 
 def timed(scorer, seed, wall, *, hardware=HW, config=CONFIG, status="ok", task="icl_linear",
-          resumed=False):
+          resumed=False, paused=False):
     record = make_record(task, scorer, seed, {"error": 0.1} if status == "ok" else None,
                          status=status, config=dict(config), hardware=hardware)
     record["provenance"]["wall_time_s"] = wall
+    if paused:   # a cell resumed from its training checkpoint, as the ICL tasks' runner records it
+        record["provenance"]["resumed"] = {"cpu_time_s": 30.0, "wall_time_s": wall - 30.0}
     record.setdefault("extra", {})["resumed_from_checkpoint"] = resumed
     return record
 
@@ -36,7 +38,8 @@ def test_records_with_known_wall_times_give_the_expected_total():
                timed("ssa", 1, 999.0, hardware="1x NVIDIA H100"),          # other device class
                timed("ssa", 2, 999.0, config={**CONFIG, "n_layer": 4}),    # other config
                timed("relu", 0, 999.0, status="timeout"),                  # not a cost
-               timed("ssa", 3, 1.0, resumed=True)]              # timed the rest of a cell
+               timed("ssa", 3, 1.0, resumed=True),              # timed the rest of a cell
+               timed("ssa", 4, 900.0, paused=True)]      # earlier processes' wall, stretched
     cells = [cell("softmax", 3), cell("softmax", 4), cell("ssa", 1), cell("relu", 1)]
     [est] = estimate(cells, records, "cpu", hardware_name=HW, calibrator=no_calibration)
     # softmax: median(10, 14, 12) = 12 each; ssa: its own 30; relu: no record of its own and no
