@@ -224,3 +224,30 @@ def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_ne
             "steps): 2 of 4 scorers reach the target on every seed; seeds split for ssa (3/5); "
             "no seed reaches it within the cap for relu. Fewest steps to the target of them, "
             "mean over seeds: quick (500; softmax 680).") in text
+
+
+def test_the_tuning_table_of_a_rule_with_a_target_shows_its_score_not_a_worst_cell(tmp_path):
+    """Under MQAR's rule a rate scores the fraction of its tuning seeds at the target, then their
+    median: the table says so instead of calling the median a worst cell."""
+    from leaderboard.loading.choice import SELECTION_RULE
+    from leaderboard.method.tuning import summary
+    from leaderboard.rendering.tuning_section import markdown
+
+    root = tmp_path / "results"
+    reach = {1e-3: (700, 800), 2e-3: (900, None), 4e-3: (None, None)}
+    for lr, steps in reach.items():
+        for seed, step in zip((1000, 1001), steps):
+            write_record(root, converged_record("ssa", seed, 0.2, step, lr=lr, role="sweep",
+                                                stop=None if step else 2000))
+    for seed in range(2):
+        record = converged_record("ssa", seed, 0.2, 700, lr=1e-3)
+        record["tuning"]["rule_params"] = {"target": 0.9}
+        write_record(root, record)
+    tuning = summary(load_records(root), rule=SELECTION_RULE)
+    ssa = tuning["icl_mqar"]["scorers"]["ssa"]
+    assert ssa["rule_choice"] == {"lr": 1e-3}
+    assert ssa["rate_reached"] == {"lr=0.001": 1.0, "lr=0.002": 0.5, "lr=0.004": 0.0}
+    text = markdown(tuning, [])
+    assert "at its rate: seeds at the target, median" in text and "worst cell" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| ssa"))
+    assert "| 100%, 1.00 " in row

@@ -44,7 +44,9 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     """Per task, the sweep and the choice of every scorer (empty when nothing was tuned). With
     ``rule`` (``leaderboard.loading.choice.SELECTION_RULE``; releases from before it pass None),
     each scorer also gets the rule's choice recomputed from its sweep records, ``rule_choice``, and
-    the worst cell at each rate, ``rate_scores``, and each task names the rule."""
+    the rule's score of each rate, ``rate_scores`` (its worst cell; under a rule with a target,
+    the median, beside the fraction of cells reaching the target, ``rate_reached``), and each task
+    names the rule."""
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.sweeps:
         sweeps[(r.task, r.scorer_label)].append(r)
@@ -112,7 +114,8 @@ def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
         return {"rule_choice": None, "rate_scores": {}}
     choice = choose(axes, direction, 0, lambda p: [cells[point_label(p)].get(s) for s in seeds],
                     rates=RATE_KEYS, rule=Rule.of(direction, block.get("rule_params")))
-    return {"rule_choice": choice.chosen, "rate_scores": choice.rate_scores}
+    return {"rule_choice": choice.chosen, "rate_scores": choice.rate_scores,
+            **({"rate_reached": choice.rate_reached} if choice.rate_reached else {})}
 
 
 def _grid_of(recs: list[Record]) -> dict:

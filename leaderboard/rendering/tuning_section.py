@@ -139,9 +139,12 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
     if not tuning:
         return ""
     lines = ["## Tuning", "", wrap(method_text(tuning)), ""]
-    headers = ["scorer", "chosen point", "validation at it", "worst cell at its rate",
-               "best on an edge", "points ok / failed", "learned parameters"]
     for task, t in sorted(tuning.items()):
+        targeted = any(s.get("rate_reached") for s in t["scorers"].values())
+        headers = ["scorer", "chosen point", "validation at it (mean)",
+                   "at its rate: seeds at the target, median" if targeted
+                   else "worst cell at its rate",
+                   "best on an edge", "points ok / failed", "learned parameters"]
         rows = []
         for label, s in sorted(t["scorers"].items()):
             chosen = s["chosen"]
@@ -153,17 +156,19 @@ def markdown(tuning: dict | None, plots: list[str]) -> str:
                 point = ", ".join(f"{k}={v:g}" for k, v in sorted(chosen.items()))
                 value = next((p["mean"] for p in s["points"]
                               if point_key(p["point"]) == point_key(chosen)), None)
-            worst = (s.get("rate_scores") or {}).get(point_label(rate_of(chosen, RATE_KEYS))) \
-                if chosen else None
+            rate = point_label(rate_of(chosen, RATE_KEYS)) if chosen else None
+            worst = (s.get("rate_scores") or {}).get(rate)
+            reached = (s.get("rate_reached") or {}).get(rate)
             ok = sum(p["ok"] for p in s["points"])
             failed = sum(p["failed"] for p in s["points"])
             learned = ", ".join(f"{k} {v:.3g}" for k, v in s["learned"].items()) or "–"
             edge = ", ".join(s["at_edge"]) or "no"
-            rows.append((label, point, value, worst, edge, f"{ok} / {failed}", learned))
+            rows.append((label, point, value, worst, reached, edge, f"{ok} / {failed}", learned))
         fmt = number_format([x for r in rows for x in r[2:4] if x is not None])
         body = [[markdown_text(label), markdown_text(point), _value(value, fmt),
-                 _value(worst, fmt), markdown_text(edge), counts, markdown_text(learned)]
-                for label, point, value, worst, edge, counts, learned in rows]
+                 (f"{reached:.0%}, " if reached is not None else "") + _value(worst, fmt),
+                 markdown_text(edge), counts, markdown_text(learned)]
+                for label, point, value, worst, reached, edge, counts, learned in rows]
         lines += [f"### {markdown_text(task)}: chosen points ({markdown_text(t['metric'])}, "
                   f"{t['direction']} is better)", "",
                   "Learned parameters: each learned scorer parameter, the mean over the reporting "
