@@ -253,6 +253,15 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     assert why["b"].startswith("level:") and why["c"].startswith("level: the median seed never "
                                                                  "reached 0.9 (softmax: step")
     assert [len(v) for v in u["verdicts"]] == [5]           # u is not trained to convergence
+    # every record of t was re-run, so the rule names the records beside any rule of the method
+    assert {v[4] for v in t["verdicts"]} == {"the records, re-trained to convergence since"}
+    assert u["verdicts"][0][4] == "the records or the test"
+    moved_too = changes([{**row("t", "m", "a", "n.s."), "min_effect": 0.02}], [],
+                        {**before, "rows": [{**row("t", "m", "a", "worse"), "min_effect": 0.01}]},
+                        "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
+    assert moved_too["tasks"][0]["verdicts"][0][4] == (
+        "practical size: the metric's minimum effect changed; and the records, re-trained to "
+        "convergence since")
     late = changes([row("t", "m", "b", "n.s.")], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")

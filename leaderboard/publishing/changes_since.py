@@ -13,7 +13,8 @@ earlier release (the last step of its learning curves there, the *budget*) adds 
 verdict whether it moved by **speed** or by **level** (:func:`speed_or_level`): speed when the
 scorer's or the baseline's median seed reached the task's target only after that budget (the
 earlier release read it mid-run); level when both median seeds reached it within the budget, or
-one never did (a longer run did not change where it stands).
+one never did (a longer run did not change where it stands). Its rule names the records too:
+every record of such a task was re-run, whatever rule of the method moved with them.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from collections import defaultdict
 from scipy import stats as scipy_stats
 
 from ..method.stats import tolerance
+
+RECORDS = "the records or the test"
+RETRAINED = "the records, re-trained to convergence since"
 
 Key = tuple[str, str, str, str]     # profile, task, metric, scorer
 
@@ -62,6 +66,7 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
             moved = [key[2], key[3], a["vs_baseline"] or "-", b["vs_baseline"] or "-",
                      verdict_rule(a, b)]
             if key[1] in budgets:
+                moved[4] = retrained(moved[4])
                 moved.append(speed_or_level(convergence[key[1]], key[3], baseline,
                                             budgets[key[1]]))
             item["verdicts"].append(moved)
@@ -116,7 +121,15 @@ def verdict_rule(a: dict, b: dict) -> str:
         return "tie: only where the interval of Δ lies inside ± the minimum effect"
     if _changed(a.get("min_effect"), b.get("min_effect")):
         return "practical size: the metric's minimum effect changed"
-    return "the records or the test"
+    return RECORDS
+
+
+def retrained(rule: str) -> str:
+    """The rule of a verdict on a task whose every record was re-run to convergence since: the
+    records moved it, whatever rule of the method moved with them."""
+    if rule == RECORDS:
+        return RETRAINED
+    return f"{rule}; and {RETRAINED}"
 
 
 def tier_rule(a: dict, b: dict) -> str:
@@ -125,7 +138,7 @@ def tier_rule(a: dict, b: dict) -> str:
         return "informative: an uninformative metric has no tiers"
     if _changed(a.get("min_effect"), b.get("min_effect")):
         return "practical size: differences below the minimum effect do not separate tiers"
-    return "the records or the test"
+    return RECORDS
 
 
 def _overall_tiers(now: list[dict], before: list[dict]) -> list[list]:
@@ -138,7 +151,7 @@ def _overall_tiers(now: list[dict], before: list[dict]) -> list[list]:
             continue
         why = ("headline: tiers come from P(better than the baseline), which replaces the "
                "normalized score" if a.get("poi") is None and r.get("poi") is not None
-               else "the records or the test")
+               else RECORDS)
         out.append([r["profile"], r["scorer"], _tier(a), _tier(r), why])
     return out
 
@@ -161,7 +174,7 @@ def _claim_changes(now: list[dict], before: list[dict]) -> list[list]:
         elif "uninformative" in (a["verdict"], c["verdict"]):
             why = "informative: every headline metric must clear its trivial predictor"
         else:
-            why = "the records or the test"
+            why = RECORDS
         out.append([c["profile"], c["id"], c["scorer"], "-" if a is None else a["verdict"],
                     c["verdict"], why])
     return out
