@@ -78,6 +78,9 @@ class TuningSettings(Settings):
     # chooses (and any screened better than it turns out) runs the rest (0: every seed everywhere)
     bimodal_screen: int = setting(0, ge=0)
     ties: dict[str, float] = setting(default_factory=dict, ge=0)    # task -> tie tolerance
+    # the edge past which a bimodal task's rate axes grow when no tuning seed reaches its target
+    # at any rate of the grid (unset: such a grid stays as it is)
+    unlearned_grows: str | None = setting(None, choices=("low", "high"))
 
     def check(self) -> None:
         _distinct_seeds("seeds", self.seeds)

@@ -216,6 +216,39 @@ def test_reporting_records_of_a_point_chosen_before_another_are_superseded():
     assert "worst" not in before and "A point's score is its mean" in before
 
 
+def test_a_task_whose_scorers_were_chosen_under_two_rules_names_each_with_its_scorers():
+    """A rule extended mid-board (a growth step added): the scorers tuned before keep the rule
+    their records name, and the release says which scorers each rule chose for."""
+    from leaderboard.loading.choice import SELECTION_RULE
+    from leaderboard.loading.records import LoadedRecords, Record
+    from leaderboard.method import tuning
+    from leaderboard.rendering.tuning_section import method_text
+
+    def record(scorer, role, seed, rule):
+        block = {"role": role, "point": {"lr": 1e-3}, "grid": {"lr": [1e-3]},
+                 "selection_metric": "val", "direction": "higher", "rule": rule}
+        return Record(path=f"t/{scorer}/{role}-{seed}.json", cell_id=f"{scorer}{role}{seed}",
+                      task="t", task_version=1, track="icl", scorer=scorer, scorer_version=1,
+                      scorer_kwargs={}, profile="cpu", seed=seed, config={"lr": 1e-3},
+                      status="ok", message="", step=None, metrics={}, metric_specs={}, grids={},
+                      items={}, role="tuned" if role == "report" else role, tuning=block,
+                      validation={"metric": "val", "value": 0.9, "direction": "higher"},
+                      provenance={"finished": "2026-12-05"})
+
+    rules = {"softmax": "rule A", "ssa": "rule B", "relu": "rule B"}
+    loaded = LoadedRecords([record(s, "report", 0, r) for s, r in rules.items()], [],
+                           [record(s, "sweep", 1000, r) for s, r in rules.items()])
+    t = tuning.summary(loaded, SELECTION_RULE)["t"]
+    assert t["rule"] == "rule B" and t["rules"] == {"rule A": ["softmax"],
+                                                    "rule B": ["relu", "ssa"]}
+    assert "its rule is its own: t: rule A (softmax) / rule B (relu, ssa)." in method_text(
+        {"t": t})
+    same = tuning.summary(LoadedRecords([record("ssa", "report", 0, "rule B")], [],
+                                        [record("ssa", "sweep", 1000, "rule B")]),
+                          SELECTION_RULE)["t"]
+    assert same["rule"] == "rule B" and "rules" not in same
+
+
 def test_the_tuning_method_names_the_seeds_each_task_tuned_on():
     """A bimodal task tunes on more seeds than the rest; the method says which ran which."""
     from leaderboard.rendering.tuning_section import method_text

@@ -272,6 +272,44 @@ def test_a_screen_grows_its_grid_on_the_screen_seeds():
     assert grows.pending == [{"lr": 4e-3}] and needed(grows) == {1e-3: 2, 2e-3: 2, 4e-3: 2}
 
 
+def test_a_grid_where_no_seed_reaches_the_target_grows_past_its_unlearned_edge():
+    # cosformer on MQAR: on the plateau at 1e-3, 2e-3 and 4e-3, learning only at lower rates
+    base = {"lr": (1e-3, 2e-3, 4e-3)}
+    rule = Rule("higher", tie=0.01, target=0.9, screen=2, unlearned="low")
+    found = {lr: [STUCK, STUCK, None, None] for lr in base["lr"]}
+    first = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert first.pending == [{"lr": 5e-4}] and needed(first)[5e-4] == 2
+    found[5e-4] = [STUCK, STUCK, None, None]              # still nothing: one step further
+    second = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert second.pending == [{"lr": 2.5e-4}]
+    found[2.5e-4] = [STUCK, STUCK, None, None]            # the cap: the screen's choice stands
+    capped = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert capped.complete and capped.axes["lr"] == (2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3)
+    assert capped.extensions == {"lr": {"low": 2, "high": 0}}
+    assert set(needed(capped).values()) == {2}
+    found[2.5e-4] = [LEARNED, STUCK, None, None]          # a seed learns there: confirmed
+    learned = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert learned.pending == [{"lr": 2.5e-4}] and needed(learned)[2.5e-4] == 4
+    found[5e-4] = [LEARNED, LEARNED, None, None]          # learned at the first step down: that
+    edge = choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=rule)
+    assert needed(edge)[5e-4] == 4                        # edge grows on, as any edge where a
+    found[2e-3] = [LEARNED, STUCK, None, None]            # seed learned; a grid where one did
+    inside = choose(base, "higher", 2, lookup_from({lr: found[lr] for lr in base["lr"]}),
+                    rates=RATES, rule=rule)               # grows only past the chosen rate's edge
+    assert inside.axes["lr"] == base["lr"] and needed(inside)[2e-3] == 4
+    without = choose(base, "higher", 2, lookup_from({lr: [STUCK, STUCK, None, None]
+                                                     for lr in base["lr"]}), rates=RATES,
+                     rule=Rule("higher", tie=0.01, target=0.9, screen=2))
+    assert without.complete and without.axes == base
+    high = Rule("higher", tie=0.01, target=0.9, screen=2, unlearned="high")
+    assert choose(base, "higher", 2, lookup_from({lr: [STUCK, STUCK, None, None]
+                                                  for lr in base["lr"]}), rates=RATES,
+                  rule=high).pending == [{"lr": 8e-3}]
+    assert rule.text().endswith("; a grid on which no tuning seed reaches 0.9 grows past its "
+                                "lowest rate")
+    assert Rule.of("higher", rule.params()) == rule
+
+
 def test_two_rates_within_the_tie_tolerance_are_a_tie_broken_by_the_area_under_the_curve():
     base = {"lr": (1e-3, 2e-3, 4e-3)}
     # validation BCE 0.0016 / 0.0015 / 0.0007: saturated; 4e-3 best by 9e-4 but learns last
@@ -320,6 +358,7 @@ def test_the_rule_reads_reach_and_area_from_stopping_blocks_and_names_itself():
     ("bimodal = [\"suite_test_tuned\"]\nbimodal_screen = 4",
      r"config key 'bimodal_screen' must be 0 \(no screen\) or from 2 to 3 \(fewer than the 4 "),
     ("bimodal = [\"suite_test_tuned\"]\nbimodal_screen = 1", r"'bimodal_screen' must be 0"),
+    ("unlearned_grows = \"down\"", r"config key 'unlearned_grows' must be one of \['low', 'high'\]"),
 ])
 def test_bad_bimodal_and_tie_declarations_are_errors_naming_the_key_and_the_file(
         tmp_path, tuning, message):
@@ -377,7 +416,7 @@ def test_a_tuned_run_on_a_bimodal_task_records_the_rule_and_each_rates_reach(tmp
 def test_a_screened_bimodal_run_runs_the_screen_and_the_leading_rates_rest_and_nothing_else(
         tmp_path):
     bimodal = ("max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nbimodal_screen = 2\n"
-               "ties = {suite_test_tuned = 0.05}")
+               "ties = {suite_test_tuned = 0.05}\nunlearned_grows = \"low\"")
     log = tmp_path / "log"
     with tuned_plugin():
         prof = profile(tmp_path / "p.toml", target=0.9, scorers='"softmax"', log=str(log))
@@ -386,7 +425,7 @@ def test_a_screened_bimodal_run_runs_the_screen_and_the_leading_rates_rest_and_n
         block = reporting(tmp_path / "r")[0]["tuning"]
         swept = [line.split()[3:] for line in log.read_text().splitlines() if " sweep " in line]
         recomputed = summary(load_records(tmp_path / "r"), SELECTION_RULE)
-    assert block["rule_params"] == {"tie": 0.05, "target": 0.9, "screen": 2}
+    assert block["rule_params"] == {"tie": 0.05, "target": 0.9, "screen": 2, "unlearned": "low"}
     assert block["point"] == {"lr": 1e-3} and len(block["sweep_cells"]) == 4 * 2 + 2
     assert sorted(swept) == sorted([[str(s), f"{lr:g}"] for lr in GRID for s in (1000, 1001)]
                                    + [["1002", "0.001"], ["1003", "0.001"]])

@@ -16,8 +16,10 @@ steps, the learning rate first:
    that edge are > 0) and the axis has grown fewer than ``max_extensions`` steps past that edge,
    the axis gains one value past it, at the ratio of those two values, and the new points are
    swept before anything is chosen; on a bimodal task only when some tuning seed reached the
-   target at the chosen rate (where no seed learned, the choice is a tie on the plateau, and a
-   step further would only run more cells to the cap);
+   target at the chosen rate. Where no tuning seed reached the target at any rate, the choice is
+   a tie on the plateau: a rule with ``unlearned`` ("low" or "high") then grows the learning-rate
+   axes past that edge instead, up to the same cap, since a scorer on the plateau at every rate of
+   the grid may learn only past it; without ``unlearned`` the grid stays as it is;
 4. otherwise that point is chosen; a chosen point still on a growable edge is flagged
    ``at_edge``. No scored rate: the scorer's reporting cells are recorded ``skipped`` with the
    reason ("every point of the tuning grid failed").
@@ -145,12 +147,14 @@ class Rule:
     fraction of cells reaching it and then the median; ``tie``: the tolerance within which two
     rates' scores are a tie, broken by the area under the validation curve; ``screen``: how many
     leading tuning seeds screen every rate before the chosen rate runs the rest (with a target
-    only; :func:`confirmed`)."""
+    only; :func:`confirmed`); ``unlearned``: the edge ("low" or "high") past which the rate axes
+    grow when no tuning seed reaches the target at any rate (with a target only)."""
 
     direction: str
     tie: float = 0.0
     target: float | None = None
     screen: int | None = None
+    unlearned: str | None = None
 
     def text(self) -> str:
         """The rule as each reporting record names it."""
@@ -163,18 +167,22 @@ class Rule:
         screen = (f"; every rate screened on {self.screen} tuning seeds, the chosen one (and any "
                   f"screened better than it turns out) confirmed on the rest" if self.screen
                   else "")
-        return f"{first}{tie}, then best mean{screen}"
+        unlearned = (f"; a grid on which no tuning seed reaches {self.target:g} grows past its "
+                     f"{self.unlearned}est rate" if self.unlearned and self.target is not None
+                     else "")
+        return f"{first}{tie}, then best mean{screen}{unlearned}"
 
     def params(self) -> dict:
         return {"tie": self.tie, **({} if self.target is None else {"target": self.target}),
-                **({"screen": self.screen} if self.screen else {})}
+                **({"screen": self.screen} if self.screen else {}),
+                **({"unlearned": self.unlearned} if self.unlearned else {})}
 
     @classmethod
     def of(cls, direction: str, params: dict | None) -> Rule:
         """The rule a reporting record's ``tuning`` block names (``rule_params``)."""
         params = params or {}
         return cls(direction, float(params.get("tie", 0.0)), params.get("target"),
-                   params.get("screen"))
+                   params.get("screen"), params.get("unlearned"))
 
     def score(self, cells: Cells) -> tuple[float, float] | None:
         """The rate's score, larger is better: (fraction reaching the target or 0, the signed
@@ -324,10 +332,9 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,
                           rate_scores=chosen.rate_scores, cells=needed)
-        edges = _edges(axes, best)
-        growable = [(k, side) for k, side in edges if counts[k][side] < max_extensions]
-        if growable and (rule.target is None
-                         or chosen.rate_reached.get(point_label(rate_of(best, rates)))):
+        growable = [(k, side) for k, side in _growth(axes, best, chosen, rule, rates)
+                    if counts[k][side] < max_extensions]
+        if growable:
             for k, side in growable:
                 axes[k] = grown(axes[k], side)
             continue
@@ -337,7 +344,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
         if pending:
             return Choice(axes, chosen.scores, pending, extensions=counts, cells=needed)
         best = chosen.best
-        edges = _edges(axes, best)
+    edges = _edges(axes, best)
     return Choice(axes, chosen.scores, [], best,
                   at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
                   rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached,
@@ -380,6 +387,18 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
     return needed, Pick({**screen.scores, **picked.scores},
                         {**screen.rate_scores, **picked.rate_scores}, picked.best,
                         {**reach, **picked.rate_reached}), []
+
+
+def _growth(axes: dict[str, tuple[float, ...]], best: Point, chosen: Pick, rule: Rule,
+            rates: Collection[str]) -> list[tuple[str, str]]:
+    """The (axis, side) edges step 3 grows past, before the cap on extensions: those ``best`` lies
+    on; on a bimodal task only where a tuning seed reached the target at its rate, and where none
+    did at any rate, the rate axes' ``rule.unlearned`` edge."""
+    if rule.target is None or chosen.rate_reached.get(point_label(rate_of(best, rates))):
+        return _edges(axes, best)
+    if rule.unlearned and not any(chosen.rate_reached.values()):
+        return [(k, rule.unlearned) for k in rate_of(best, rates) if grows(axes[k], rule.unlearned)]
+    return []
 
 
 def _edges(axes: dict[str, tuple[float, ...]], best: Point) -> list[tuple[str, str]]:

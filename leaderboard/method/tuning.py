@@ -46,7 +46,8 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     each scorer also gets the rule's choice recomputed from its sweep records, ``rule_choice``, and
     the rule's score of each rate, ``rate_scores`` (its worst cell; under a rule with a target,
     the median, beside the fraction of cells reaching the target, ``rate_reached``), and each task
-    names the rule."""
+    names the rule most of its scorers' records name, ``rule``, and where they name several,
+    each with its scorers, ``rules``."""
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.sweeps:
         sweeps[(r.task, r.scorer_label)].append(r)
@@ -55,6 +56,7 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
         if r.tuning and r.tuning.get("role") == "report":
             reports[(r.task, r.scorer_label)].append(r)
     out: dict = {}
+    named: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for task, label in sorted(set(sweeps) | set(reports)):
         recs, reps = sweeps.get((task, label), []), reports.get((task, label), [])
         block = next((r.tuning for r in reps), None) or {}
@@ -93,8 +95,12 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
         if rule:
-            task_out["rule"] = block.get("rule") or rule
+            named[task][block.get("rule") or rule].append(label)
             task_out["scorers"][label].update(_recomputed(block, recs, task_out["direction"]))
+    for task, by_rule in named.items():
+        out[task]["rule"] = max(by_rule, key=lambda text: len(by_rule[text]))
+        if len(by_rule) > 1:
+            out[task]["rules"] = {text: labels for text, labels in sorted(by_rule.items())}
     return out
 
 

@@ -116,7 +116,7 @@ def _rule_text(tuning: dict) -> str:
             "at that rate: a rate where one cell trained badly sits at the edge of the scorer's "
             "stable range, which a mean over the tuning seeds hides. The release recomputes "
             "each choice from the sweep records.")
-    own = [f"{task}: {t['rule']}" for task, t in sorted(tuning.items())
+    own = [f"{task}: {_task_rule(t)}" for task, t in sorted(tuning.items())
            if t.get("rule") not in (None, SELECTION_RULE)]
     if own:
         text += (" Where a task declares it (seeds that either learn or stay on a plateau, a tie "
@@ -128,6 +128,13 @@ def _rule_text(tuning: dict) -> str:
         text += (" Reported at a point an earlier rule chose, not the rule's: " + "; ".join(other)
                  + "; a run under the current rule reports them at its own choice.")
     return text
+
+
+def _task_rule(t: dict) -> str:
+    """A task's rule; where its scorers' records name several, each with its scorers."""
+    if "rules" not in t:
+        return t["rule"]
+    return " / ".join(f"{text} ({', '.join(labels)})" for text, labels in t["rules"].items())
 
 
 def _label(point: dict) -> str:
