@@ -443,12 +443,15 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              calibrator: Callable[[Cell, str], tuple[float, str]] | None = None,
              declared: dict | None = None,
              step_cost: Callable[[str, str], float] | None = None,
-             threads: int = 0, converged_at: dict[str, int] | None = None) -> list[TaskEstimate]:
+             threads: int = 0, converged_at: dict[str, int] | None = None,
+             cap_only: Iterable[Cell] = ()) -> list[TaskEstimate]:
     """Per task (in first-seen order), the cells to run and their expected total seconds.
     ``step_cost(task, scorer)``: the scorer's training-step cost over softmax's (:class:`StepCost`;
     None: every scorer costs what softmax costs). ``threads``: the torch threads of the default
     calibration's runs, as a cell of the run gets them (0: torch's choice). ``converged_at``:
-    per task, the profile's ``softmax_converged_at`` (:func:`calibrate`)."""
+    per task, the profile's ``softmax_converged_at`` (:func:`calibrate`). ``cap_only``: cells
+    that run only where a scorer never learns (a grid grown past its rates where no seed reached
+    the target): counted at the cap in ``at_cap``, neither in the total nor in ``cells``."""
     hw = hardware_name or device_class(device)
     times, trained, caps = _recorded(records, hw)
     calibrator = calibrator or (lambda c, d: calibrate(
@@ -466,7 +469,9 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
     def unit(task: str, label: str) -> float | None:
         return 1.0 if step_cost is None else step_cost(task, label.split(",")[0])
     by_task: dict[str, list[Cell]] = defaultdict(list)
-    for cell in cells:
+    cap_only = list(cap_only)
+    only = {c.id for c in cap_only}
+    for cell in [*cells, *cap_only]:
         by_task[cell.task].append(cell)
     out = []
     for task, group in by_task.items():
@@ -494,6 +499,9 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                                       for label, ts in known.items()]
                             line = cost_line([(r, t) for r, t in points if r is not None])
                         per_step = line[0] + line[1] * cost(c)
+                    if c.id in only:
+                        beyond += per_step * caps.get(found, length)
+                        continue
                     total += per_step * length
                     if steps and _scorer_label(c) not in steps and found in caps:
                         beyond += per_step * max(caps[found] - length, 0)
@@ -503,20 +511,24 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                 continue
             per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
             if per_cell is not None:
-                total += per_cell * len(members)
+                total += per_cell * sum(c.id not in only for c in members)
+                beyond += per_cell * sum(c.id in only for c in members)
                 sources.append(f"profile's estimate for {declared['device']}, not measured here")
                 continue
             try:
                 seconds, how = calibrator(members[0], device)
             except Exception as e:  # noqa: BLE001 - a failed calibration is reported, not fatal
-                out.append(TaskEstimate(task, len(group), None, f"no estimate: {e}"))
+                out.append(TaskEstimate(task, sum(c.id not in only for c in group), None,
+                                        f"no estimate: {e}"))
                 break
-            total += sum(seconds * cost(c) for c in members)
+            total += sum(seconds * cost(c) for c in members if c.id not in only)
+            beyond += sum(seconds * cost(c) for c in members if c.id in only)
             sources.append(how)
         else:
             if scaled:
                 sources.append(f"{len(scaled)} scorer(s) scaled by their step cost")
-            out.append(TaskEstimate(task, len(group), total, "; ".join(dict.fromkeys(sources)),
+            out.append(TaskEstimate(task, sum(c.id not in only for c in group), total,
+                                    "; ".join(dict.fromkeys(sources)),
                                     total + beyond if beyond else None))
     return out
 

@@ -13,8 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leaderboard.loading.choice import (Choice, Point, choose, point_label, points,
-                                        stopping_blocks, trial)
+from leaderboard.loading.choice import (Choice, Point, choose, grown, grows, point_label,
+                                        points, stopping_blocks, trial)
 from leaderboard.loading.schema import SWEEP, TUNED, Cell
 from registry.settings import RATE, keys_with_role
 
@@ -218,6 +218,30 @@ def plan_run(profile: Profile, *, tasks: str | None = None, scorers: str | None 
     return RunPlan(untuned + plan.base_sweep(), plan, pending)
 
 
+IF_UNLEARNED = "sweep (grown grid: only where no screened seed reaches the target)"
+
+
+def unlearned_growth(tp: TuningPlan, tuned: Tuned, choice: Choice,
+                     current: Callable[[Cell], dict | None]) -> list[Point]:
+    """The points a screened bimodal grid still grows by where no screened seed reaches the
+    target (``[tuning] unlearned_grows``): none once a seed of the sweep has reached it."""
+    side = tp.rule(tuned).unlearned
+    if not side or choice.complete:
+        return []
+    for p, n in choice.cells:
+        for seed in tp.seeds(tuned)[:n]:
+            record = current(tp.sweep_cell(tuned, p, seed))
+            if record and trial(record["status"], None,
+                                stopping_blocks(record.get("extra"))).reached:
+                return []
+    axes = dict(choice.axes)
+    for k in tp.rates[tuned.template.task]:
+        for _ in range(tp.tuning.max_extensions - choice.extensions[k][side]):
+            if grows(axes[k], side):
+                axes[k] = grown(axes[k], side)
+    return [p for p in points(axes) if p not in points(choice.axes)]
+
+
 def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
                   ) -> list[tuple[PlannedCell, str]]:
     """Every cell a run of ``plan`` would hold as the records stand, with a note: untuned cells,
@@ -240,6 +264,9 @@ def dry_run_cells(plan: RunPlan, current: Callable[[Cell], dict | None]
             out += [(tp.sweep_planned(tuned, middle, s),
                      "sweep (confirmation: expected at one rate, once a screened seed learns)")
                     for s in tp.seeds(tuned)[screen:]]
+            out += [(tp.sweep_planned(tuned, p, s), IF_UNLEARNED)
+                    for p in unlearned_growth(tp, tuned, choice, current)
+                    for s in tp.seeds(tuned)[:screen]]
         if choice.complete:
             label = point_label(choice.chosen) if choice.chosen else "none: every point failed"
             out += [(r, f"report at {label}") for r in tp.reporting(tuned, choice)]

@@ -99,6 +99,12 @@ def test_a_scorer_without_records_of_a_converged_config_is_also_timed_at_the_cap
     # a config whose scorers all have records has no such bound
     assert estimate([cell("softmax", 5, config=converged)], records, "cpu", hardware_name=HW,
                     calibrator=no_calibration)[0].at_cap is None
+    # cells that run only where a scorer never learns count in the bound alone, at the cap
+    grown = [cell("relu", s, config={**converged, "lr": 5e-4}) for s in (1000, 1001)]
+    with_growth, _ = estimate(cells, records, "cpu", hardware_name=HW,
+                              calibrator=no_calibration, cap_only=grown)
+    assert with_growth.cells == linear.cells and with_growth.seconds == linear.seconds
+    assert with_growth.at_cap == pytest.approx(linear.at_cap + 2 * 0.105 * 5000)
 
 
 def test_without_records_the_task_is_calibrated_once_per_config():

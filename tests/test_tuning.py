@@ -796,6 +796,35 @@ def test_dry_run_of_a_screened_task_lists_the_screen_and_an_expected_confirmatio
     assert "sweep cells: 0 to run" in done and "confirmation" not in done
 
 
+def test_a_screened_run_on_the_plateau_everywhere_grows_its_grid_down_to_where_seeds_learn(
+        tmp_path, capsys):
+    """The scorer learns only below the grid (best at 1.25e-4, 0.37 at 2.5e-4 against the target
+    0.9): the screen grows the grid to 1.25e-4, where its seeds reach the target, one step past it
+    as any edge that learned, and confirms 1.25e-4. The dry run before says what the growth
+    would cost where no seed learns, in the cap's total only."""
+    bimodal = ("max_extensions = 2\nbimodal = [\"suite_test_tuned\"]\nbimodal_screen = 2\n"
+               "bimodal_seeds = 4\nunlearned_grows = \"low\"")
+    log = tmp_path / "log"
+    with tuned_plugin():
+        prof = profile(tmp_path / "p.toml", target=0.9, best_lr=1.25e-4, scorers='"softmax"',
+                       log=str(log))
+        prof.write_text(prof.read_text().replace("max_extensions = 2", bimodal))
+        assert main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"),
+                     "--dry-run", "--plugin", str(PLUGIN)]) == 0
+        before = capsys.readouterr().out
+        log.unlink()                                          # the dry run's calibration runs
+        run(prof, tmp_path / "r")
+        block = reporting(tmp_path / "r")[0]["tuning"]
+        swept = sorted((line.split()[4], line.split()[3]) for line in log.read_text().splitlines()
+                       if " sweep " in line)
+    # 8 screen cells and 2 of the expected confirmation; 2 steps down x 2 screen seeds at the cap
+    assert "sweep cells: 10 to run and 4 more where no screened seed reaches its target" in before
+    assert block["point"] == {"lr": 1.25e-4} and block["extensions"] == {"lr": {"low": 2,
+                                                                               "high": 0}}
+    assert swept == sorted([(f"{lr:g}", str(s)) for lr in [6.25e-5, 1.25e-4, *GRID]
+                            for s in (1000, 1001)] + [("0.000125", "1002"), ("0.000125", "1003")])
+
+
 def test_dry_run_times_sweep_cells_by_the_sweep_records(tmp_path, capsys):
     """Once a scorer's sweep has records, another scorer's sweep cells are estimated from them
     (a sweep cell skips the reported evaluation), not by a calibration."""

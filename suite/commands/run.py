@@ -100,7 +100,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
 
     from leaderboard.loading.schema import stale_reason
     from ..scheduler import should_rerun
-    from ..sweep import dry_run_cells
+    from ..sweep import IF_UNLEARNED, dry_run_cells
 
     def current(cell):
         record = store.existing(cell)
@@ -108,7 +108,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
         return record if keep else None
 
     cells = dry_run_cells(plan, current)
-    to_run = {"sweep": [], "report": []}
+    to_run = {"sweep": [], "report": [], "if_unlearned": []}
     table = Table(title=f"{len(cells)} cells", show_edge=False)
     for c in ("cell", "task", "scorer", "seed", "role", "would"):
         table.add_column(c)
@@ -125,7 +125,9 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
             would = "run"
         table.add_row(p.cell.id if not note.startswith("report, after") else "(not known yet)",
                       p.cell.task, p.cell.scorer, str(p.cell.seed), note or "report", would)
-        if would.startswith("run"):
+        if note == IF_UNLEARNED:
+            to_run["if_unlearned"].append(p.cell)
+        elif would.startswith("run"):
             to_run["sweep" if p.cell.is_sweep else "report"].append(p.cell)
     console.print(table)
     estimator = Estimator(console, store, estimate_from, [*to_run["sweep"], *to_run["report"]],
@@ -141,9 +143,14 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
                       + "; ".join(f"{t}: " + " x ".join(f"{k} {list(v)}" for k, v in g.items())
                                   for t, g in tuning.grids.items() if t in tuned)
                       + f"; each axis may grow by up to {tuning.max_extensions} step(s) past "
-                        f"each edge (not counted above until the records ask for it)")
-        console.print(f"[bold]sweep cells[/]: {len(to_run['sweep'])} to run")
-        estimator.print(to_run["sweep"])
+                        f"each edge (counted once the records ask for it"
+                      + (", and where no screened seed reaches a bimodal task's target in the "
+                         "cap's total" if tuning.unlearned_grows and bimodal else "") + ")")
+        unlearned = (f" and {len(to_run['if_unlearned'])} more where no screened seed reaches "
+                     f"its target (counted in the cap's total only)"
+                     if to_run["if_unlearned"] else "")
+        console.print(f"[bold]sweep cells[/]: {len(to_run['sweep'])} to run{unlearned}")
+        estimator.print(to_run["sweep"], cap_only=to_run["if_unlearned"])
         console.print(f"[bold]reporting and untuned cells[/]: {len(to_run['report'])} to run")
     estimator.print(to_run["report"])
     return 0
@@ -189,8 +196,9 @@ class Estimator:
                                   threads=self.threads if self.device.startswith("cuda") else 1,
                                   anchors=anchors)
 
-    def print(self, cells) -> None:
-        """Per task: cells to run, expected time per cell and in total, and whence."""
+    def print(self, cells, cap_only=()) -> None:
+        """Per task: cells to run, expected time per cell and in total, and whence; ``cap_only``:
+        cells counted in the cap's total alone (:func:`suite.estimate.estimate`)."""
         from rich.table import Table
 
         from ..estimate import StepCostError, duration, estimate
@@ -203,7 +211,8 @@ class Estimator:
         try:
             rows = estimate(cells, self.records, self.device, hardware_name=self.hw,
                             declared=self.declared, step_cost=self.step_cost,
-                            threads=self.threads, converged_at=self.converged_at)
+                            threads=self.threads, converged_at=self.converged_at,
+                            cap_only=cap_only)
         except StepCostError as e:
             raise SystemExit(f"scorebench: {e}") from None
         capped = any(r.at_cap is not None for r in rows)
