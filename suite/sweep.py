@@ -225,7 +225,8 @@ def unlearned_growth(tp: TuningPlan, tuned: Tuned, choice: Choice,
                      current: Callable[[Cell], dict | None]) -> list[Point]:
     """The points a screened bimodal grid still grows by where no screened seed reaches the
     target (``[tuning] unlearned_grows``): none once a seed of the sweep has reached it."""
-    side = tp.rule(tuned).unlearned
+    rule = tp.rule(tuned)
+    side = rule.unlearned
     if not side or choice.complete:
         return []
     for p, n in choice.cells:
@@ -236,7 +237,8 @@ def unlearned_growth(tp: TuningPlan, tuned: Tuned, choice: Choice,
                 return []
     axes = dict(choice.axes)
     for k in tp.rates[tuned.template.task]:
-        for _ in range(tp.tuning.max_extensions - choice.extensions[k][side]):
+        for _ in range((rule.unlearned_steps or tp.tuning.max_extensions)
+                       - choice.extensions[k][side]):
             if grows(axes[k], side):
                 axes[k] = grown(axes[k], side)
     return [p for p in points(axes) if p not in points(choice.axes)]

@@ -81,6 +81,7 @@ class TuningSettings(Settings):
     # the edge past which a bimodal task's rate axes grow when no tuning seed reaches its target
     # at any rate of the grid (unset: such a grid stays as it is)
     unlearned_grows: str | None = setting(None, choices=("low", "high"))
+    unlearned_extensions: int | None = setting(None, ge=1)   # its steps (unset: max_extensions)
 
     def check(self) -> None:
         _distinct_seeds("seeds", self.seeds)
@@ -95,6 +96,11 @@ class TuningSettings(Settings):
             raise SettingError(f"config key 'bimodal_screen' must be 0 (no screen) or from 2 to "
                                f"{count - 1} (fewer than the {count} bimodal_seeds), got "
                                f"{self.bimodal_screen}", "bimodal_screen")
+        if self.unlearned_extensions is not None and self.unlearned_grows is None:
+            raise SettingError("config key 'unlearned_extensions' counts the steps of "
+                               "'unlearned_grows', which is not set; set unlearned_grows = "
+                               "\"low\" or \"high\", or remove unlearned_extensions",
+                               "unlearned_extensions")
         for key, tasks in (("bimodal", self.bimodal), ("ties", tuple(self.ties))):
             unknown = [t for t in tasks if t not in self.grid]
             if unknown:

@@ -10,7 +10,8 @@ A profile's ``[tuning]`` table::
     bimodal = ["icl_mqar"]      # tasks whose seeds either learn or stay on a plateau: tuned on
     bimodal_seeds = 4           # these seeds and judged by the fraction reaching the task's target
     bimodal_screen = 2          # every rate screened on the first 2; the chosen one runs the rest
-    unlearned_grows = "low"     # a bimodal grid where no seed reaches the target grows that way
+    unlearned_grows = "low"     # a bimodal grid where no seed reaches the target grows that way,
+    unlearned_extensions = 3    # up to 3 steps (default: max_extensions)
     ties = {icl_mqar = 0.01}    # task -> tolerance within which two rates are a tie
     [tuning.grid.icl_mqar]      # config key -> values; the points are the product of the axes
     lr = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3]
@@ -48,6 +49,7 @@ class Tuning:
     ties: dict[str, float] = field(default_factory=dict)
     bimodal_screen: int = 0
     unlearned_grows: str | None = None
+    unlearned_extensions: int | None = None
 
     def seeds_for(self, task: str) -> tuple[int, ...]:
         return self.bimodal_seeds if task in self.bimodal else self.seeds
@@ -64,7 +66,8 @@ class Tuning:
         bimodal = task in self.bimodal
         return Rule(direction, self.ties.get(task, 0.0), target if bimodal else None,
                     (self.bimodal_screen or None) if bimodal else None,
-                    self.unlearned_grows if bimodal else None)
+                    self.unlearned_grows if bimodal else None,
+                    self.unlearned_extensions if bimodal else None)
 
 
 def parse_tuning(profile: Profile) -> Tuning | None:
@@ -93,7 +96,8 @@ def parse_tuning(profile: Profile) -> Tuning | None:
                   bimodal_seeds=tuple(settings.seeds_for(settings.bimodal[0]))
                   if settings.bimodal else (),
                   ties=dict(settings.ties), bimodal_screen=settings.bimodal_screen,
-                  unlearned_grows=settings.unlearned_grows)
+                  unlearned_grows=settings.unlearned_grows,
+                  unlearned_extensions=settings.unlearned_extensions)
 
 
 def _axis(values: Any, where: str) -> tuple[float, ...]:

@@ -301,6 +301,14 @@ def test_a_grid_where_no_seed_reaches_the_target_grows_past_its_unlearned_edge()
                                                      for lr in base["lr"]}), rates=RATES,
                      rule=Rule("higher", tie=0.01, target=0.9, screen=2))
     assert without.complete and without.axes == base
+    three = Rule("higher", tie=0.01, target=0.9, screen=2, unlearned="low", unlearned_steps=3)
+    found = {lr: [STUCK, STUCK, None, None] for lr in (2.5e-4, 5e-4, *base["lr"])}
+    assert choose(base, "higher", 2, lookup_from(found), rates=RATES,
+                  rule=three).pending == [{"lr": 1.25e-4}]   # its own cap, past max_extensions
+    found[1.25e-4] = [STUCK, STUCK, None, None]
+    assert choose(base, "higher", 2, lookup_from(found), rates=RATES, rule=three).complete
+    assert three.text().endswith("grows past its lowest rate (up to 3 steps)")
+    assert Rule.of("higher", three.params()) == three
     high = Rule("higher", tie=0.01, target=0.9, screen=2, unlearned="high")
     assert choose(base, "higher", 2, lookup_from({lr: [STUCK, STUCK, None, None]
                                                   for lr in base["lr"]}), rates=RATES,
@@ -359,6 +367,10 @@ def test_the_rule_reads_reach_and_area_from_stopping_blocks_and_names_itself():
      r"config key 'bimodal_screen' must be 0 \(no screen\) or from 2 to 3 \(fewer than the 4 "),
     ("bimodal = [\"suite_test_tuned\"]\nbimodal_screen = 1", r"'bimodal_screen' must be 0"),
     ("unlearned_grows = \"down\"", r"config key 'unlearned_grows' must be one of \['low', 'high'\]"),
+    ("unlearned_extensions = 3", r"config key 'unlearned_extensions' counts the steps of "
+                                 r"'unlearned_grows', which is not set"),
+    ("unlearned_grows = \"low\"\nunlearned_extensions = 0",
+     r"config key 'unlearned_extensions' must be >= 1"),
 ])
 def test_bad_bimodal_and_tie_declarations_are_errors_naming_the_key_and_the_file(
         tmp_path, tuning, message):

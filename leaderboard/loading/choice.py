@@ -18,8 +18,9 @@ steps, the learning rate first:
    swept before anything is chosen; on a bimodal task only when some tuning seed reached the
    target at the chosen rate. Where no tuning seed reached the target at any rate, the choice is
    a tie on the plateau: a rule with ``unlearned`` ("low" or "high") then grows the learning-rate
-   axes past that edge instead, up to the same cap, since a scorer on the plateau at every rate of
-   the grid may learn only past it; without ``unlearned`` the grid stays as it is;
+   axes past that edge instead, up to ``unlearned_steps`` steps past it (default: the same cap),
+   since a scorer on the plateau at every rate of the grid may learn only past it; without
+   ``unlearned`` the grid stays as it is;
 4. otherwise that point is chosen; a chosen point still on a growable edge is flagged
    ``at_edge``. No scored rate: the scorer's reporting cells are recorded ``skipped`` with the
    reason ("every point of the tuning grid failed").
@@ -148,13 +149,15 @@ class Rule:
     rates' scores are a tie, broken by the area under the validation curve; ``screen``: how many
     leading tuning seeds screen every rate before the chosen rate runs the rest (with a target
     only; :func:`confirmed`); ``unlearned``: the edge ("low" or "high") past which the rate axes
-    grow when no tuning seed reaches the target at any rate (with a target only)."""
+    grow when no tuning seed reaches the target at any rate (with a target only), at most
+    ``unlearned_steps`` steps past the profile's grid (None: as many as any growth)."""
 
     direction: str
     tie: float = 0.0
     target: float | None = None
     screen: int | None = None
     unlearned: str | None = None
+    unlearned_steps: int | None = None
 
     def text(self) -> str:
         """The rule as each reporting record names it."""
@@ -167,22 +170,24 @@ class Rule:
         screen = (f"; every rate screened on {self.screen} tuning seeds, the chosen one (and any "
                   f"screened better than it turns out) confirmed on the rest" if self.screen
                   else "")
+        steps = f" (up to {self.unlearned_steps} steps)" if self.unlearned_steps else ""
         unlearned = (f"; a grid on which no tuning seed reaches {self.target:g} grows past its "
-                     f"{self.unlearned}est rate" if self.unlearned and self.target is not None
+                     f"{self.unlearned}est rate{steps}" if self.unlearned and self.target is not None
                      else "")
         return f"{first}{tie}, then best mean{screen}{unlearned}"
 
     def params(self) -> dict:
         return {"tie": self.tie, **({} if self.target is None else {"target": self.target}),
                 **({"screen": self.screen} if self.screen else {}),
-                **({"unlearned": self.unlearned} if self.unlearned else {})}
+                **({"unlearned": self.unlearned} if self.unlearned else {}),
+                **({"unlearned_steps": self.unlearned_steps} if self.unlearned_steps else {})}
 
     @classmethod
     def of(cls, direction: str, params: dict | None) -> Rule:
         """The rule a reporting record's ``tuning`` block names (``rule_params``)."""
         params = params or {}
         return cls(direction, float(params.get("tie", 0.0)), params.get("target"),
-                   params.get("screen"), params.get("unlearned"))
+                   params.get("screen"), params.get("unlearned"), params.get("unlearned_steps"))
 
     def score(self, cells: Cells) -> tuple[float, float] | None:
         """The rate's score, larger is better: (fraction reaching the target or 0, the signed
@@ -332,8 +337,8 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
         if best is None:
             return Choice(axes, chosen.scores, [], None, extensions=counts,
                           rate_scores=chosen.rate_scores, cells=needed)
-        growable = [(k, side) for k, side in _growth(axes, best, chosen, rule, rates)
-                    if counts[k][side] < max_extensions]
+        edges, limit = _growth(axes, best, chosen, rule, rates, max_extensions)
+        growable = [(k, side) for k, side in edges if counts[k][side] < limit]
         if growable:
             for k, side in growable:
                 axes[k] = grown(axes[k], side)
@@ -390,15 +395,17 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
 
 
 def _growth(axes: dict[str, tuple[float, ...]], best: Point, chosen: Pick, rule: Rule,
-            rates: Collection[str]) -> list[tuple[str, str]]:
-    """The (axis, side) edges step 3 grows past, before the cap on extensions: those ``best`` lies
-    on; on a bimodal task only where a tuning seed reached the target at its rate, and where none
-    did at any rate, the rate axes' ``rule.unlearned`` edge."""
+            rates: Collection[str], max_extensions: int) -> tuple[list[tuple[str, str]], int]:
+    """The (axis, side) edges step 3 grows past and the most steps past the profile's grid it
+    grows there: the edges ``best`` lies on, up to ``max_extensions``; on a bimodal task only
+    where a tuning seed reached the target at its rate, and where none did at any rate, the rate
+    axes' ``rule.unlearned`` edge, up to ``rule.unlearned_steps``."""
     if rule.target is None or chosen.rate_reached.get(point_label(rate_of(best, rates))):
-        return _edges(axes, best)
+        return _edges(axes, best), max_extensions
     if rule.unlearned and not any(chosen.rate_reached.values()):
-        return [(k, rule.unlearned) for k in rate_of(best, rates) if grows(axes[k], rule.unlearned)]
-    return []
+        return ([(k, rule.unlearned) for k in rate_of(best, rates)
+                 if grows(axes[k], rule.unlearned)], rule.unlearned_steps or max_extensions)
+    return [], 0
 
 
 def _edges(axes: dict[str, tuple[float, ...]], best: Point) -> list[tuple[str, str]]:
