@@ -317,3 +317,30 @@ def test_the_profiles_current_rule_chooses_every_committed_bimodal_point_again()
                             point_label(choice.chosen) if choice.complete else "pending"))
     assert checked, "no committed bimodal sweep"
     assert [c for c in checked if c[1] != c[2]] == []
+
+
+def test_the_mqar_grid_reaches_every_rate_at_which_a_committed_seed_left_the_plateau():
+    """The cpu profile's MQAR grid, grown as far as its growth rules let it (max_extensions up,
+    unlearned_extensions down), covers every rate at which a seed of the 2,500-step board's
+    sweeps (two seeds a rate, 6.25e-5 to 4e-3) left the plateau: validation accuracy 0.4 or more,
+    against at most 0.31 for a seed on it. A grid that could not reach such a rate would report
+    that scorer "not learned within the cap" where its records show it learning."""
+    from leaderboard.loading.records import load_records
+    from suite.profiles import load_profile
+    from suite.tuning import parse_tuning
+
+    tuning = parse_tuning(load_profile("cpu"))
+    base = tuning.grids["icl_mqar"]["lr"]
+    low = base[0] * (base[0] / base[1]) ** (tuning.unlearned_extensions or tuning.max_extensions)
+    high = base[-1] * (base[-1] / base[-2]) ** tuning.max_extensions
+    repo = Path(__file__).resolve().parent.parent
+    left: dict[str, set[float]] = {}
+    for r in load_records(repo / "leaderboard" / "records").sweeps:
+        if r.task == "icl_mqar" and r.config.get("stop") is None and r.status == "ok" \
+                and (r.validation or {}).get("value", 0) >= 0.4:
+            left.setdefault(r.scorer_label, set()).add(r.config["lr"])
+    assert len(left) >= 10, left               # the records are there: most scorers learned
+    outside = {s: sorted(lr for lr in rates if not low * 0.999 <= lr <= high * 1.001)
+               for s, rates in left.items()}
+    assert {s: v for s, v in outside.items() if v} == {}, (low, high)
+    assert min(min(v) for v in left.values()) < base[0]   # some learned only below the grid
