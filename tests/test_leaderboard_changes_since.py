@@ -243,6 +243,10 @@ def test_a_task_whose_scorers_were_chosen_under_two_rules_names_each_with_its_sc
                                                     "rule B": ["relu", "ssa"]}
     assert "its rule is its own: t: rule A (softmax) / rule B (relu, ssa)." in method_text(
         {"t": t})
+    grown = {**t, "rules": {"A, then B": ["softmax"], "A, then B; screened": ["ssa"],
+                            "A, then B; screened; grown": ["relu"]}}
+    assert "t: A, then B (for softmax: no more; for ssa: screened; for relu: screened; grown)." \
+        in method_text({"t": grown})
     same = tuning.summary(LoadedRecords([record("ssa", "report", 0, "rule B")], [],
                                         [record("ssa", "sweep", 1000, "rule B")]),
                           SELECTION_RULE)["t"]

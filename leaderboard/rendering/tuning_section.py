@@ -5,6 +5,8 @@ gap); the README's method paragraph (the protocol and its cost in cells) and its
 points."""
 from __future__ import annotations
 
+import os
+
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -131,10 +133,17 @@ def _rule_text(tuning: dict) -> str:
 
 
 def _task_rule(t: dict) -> str:
-    """A task's rule; where its scorers' records name several, each with its scorers."""
+    """A task's rule; where its scorers' records name several, the clauses they share and each
+    one's further clauses with its scorers (each whole where they share none)."""
     if "rules" not in t:
         return t["rule"]
-    return " / ".join(f"{text} ({', '.join(labels)})" for text, labels in t["rules"].items())
+    clauses = {text: text.split("; ") for text in t["rules"]}
+    shared = os.path.commonprefix(list(clauses.values()))
+    if not shared:
+        return " / ".join(f"{text} ({', '.join(labels)})" for text, labels in t["rules"].items())
+    return "; ".join(shared) + " (for " + "; for ".join(
+        f"{', '.join(labels)}: " + ("; ".join(clauses[text][len(shared):]) or "no more")
+        for text, labels in t["rules"].items()) + ")"
 
 
 def _label(point: dict) -> str:
