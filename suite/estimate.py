@@ -475,6 +475,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         by_task[cell.task].append(cell)
     out = []
     for task, group in by_task.items():
+        counted = sum(c.id not in only for c in group)
         configs: dict[tuple, list[Cell]] = defaultdict(list)
         for cell in group:
             configs[_config_key(cell.task, cell.task_version, cell.config, cell.role)].append(cell)
@@ -518,8 +519,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
             try:
                 seconds, how = calibrator(members[0], device)
             except Exception as e:  # noqa: BLE001 - a failed calibration is reported, not fatal
-                out.append(TaskEstimate(task, sum(c.id not in only for c in group), None,
-                                        f"no estimate: {e}"))
+                out.append(TaskEstimate(task, counted, None, f"no estimate: {e}"))
                 break
             total += sum(seconds * cost(c) for c in members if c.id not in only)
             beyond += sum(seconds * cost(c) for c in members if c.id in only)
@@ -527,7 +527,7 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         else:
             if scaled:
                 sources.append(f"{len(scaled)} scorer(s) scaled by their step cost")
-            out.append(TaskEstimate(task, sum(c.id not in only for c in group), total,
+            out.append(TaskEstimate(task, counted, total,
                                     "; ".join(dict.fromkeys(sources)),
                                     total + beyond if beyond else None))
     return out

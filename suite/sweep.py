@@ -83,19 +83,20 @@ class TuningPlan:
         task = tuned.template.task
 
         def lookup(point: Point):
-            out = []
-            for seed in self.seeds(tuned):
-                record = current(self.sweep_cell(tuned, point, seed))
-                if record is None:
-                    out.append(None)
-                    continue
-                extra = record.get("extra", {})
-                out.append(trial(record["status"], (extra.get("validation") or {}).get("value"),
-                                 stopping_blocks(extra)))
-            return out
+            return [self.trial(tuned, point, seed, current) for seed in self.seeds(tuned)]
 
         return choose(self.tuning.grids[task], self.metrics[task][1], self.tuning.max_extensions,
                       lookup, rates=self.rates[task], rule=self.rule(tuned))
+
+    def trial(self, tuned: Tuned, point: Point, seed: int,
+              current: Callable[[Cell], dict | None]):
+        """The rule's view of the sweep cell's record (None: no record)."""
+        record = current(self.sweep_cell(tuned, point, seed))
+        if record is None:
+            return None
+        extra = record.get("extra", {})
+        return trial(record["status"], (extra.get("validation") or {}).get("value"),
+                     stopping_blocks(extra))
 
     def follow_up(self, current: Callable[[Cell], dict | None]) -> list[PlannedCell]:
         """The sweep cells of every grid as it stands (grown where the records say so) and the
@@ -229,15 +230,12 @@ def unlearned_growth(tp: TuningPlan, tuned: Tuned, choice: Choice,
     side = rule.unlearned
     if not side or choice.complete:
         return []
-    for p, n in choice.cells:
-        for seed in tp.seeds(tuned)[:n]:
-            record = current(tp.sweep_cell(tuned, p, seed))
-            if record and trial(record["status"], None,
-                                stopping_blocks(record.get("extra"))).reached:
-                return []
+    if any((t := tp.trial(tuned, p, seed, current)) and t.reached
+           for p, n in choice.cells for seed in tp.seeds(tuned)[:n]):
+        return []
     axes = dict(choice.axes)
     for k in tp.rates[tuned.template.task]:
-        for _ in range((rule.unlearned_steps or tp.tuning.max_extensions)
+        for _ in range(rule.unlearned_limit(tp.tuning.max_extensions)
                        - choice.extensions[k][side]):
             if grows(axes[k], side):
                 axes[k] = grown(axes[k], side)

@@ -176,6 +176,10 @@ class Rule:
                      else "")
         return f"{first}{tie}, then best mean{screen}{unlearned}"
 
+    def unlearned_limit(self, max_extensions: int) -> int:
+        """How many steps past the profile's grid an unlearned grid may grow."""
+        return self.unlearned_steps or max_extensions
+
     def params(self) -> dict:
         return {"tie": self.tie, **({} if self.target is None else {"target": self.target}),
                 **({"screen": self.screen} if self.screen else {}),
@@ -404,7 +408,7 @@ def _growth(axes: dict[str, tuple[float, ...]], best: Point, chosen: Pick, rule:
         return _edges(axes, best), max_extensions
     if rule.unlearned and not any(chosen.rate_reached.values()):
         return ([(k, rule.unlearned) for k in rate_of(best, rates)
-                 if grows(axes[k], rule.unlearned)], rule.unlearned_steps or max_extensions)
+                 if grows(axes[k], rule.unlearned)], rule.unlearned_limit(max_extensions))
     return [], 0
 
 
