@@ -170,7 +170,15 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     # read at the target the speed is measured at (0.3 + step / 1000 >= 0.9 first at 600), not
     # at a fraction of the baseline's final value
     assert curve["target"] == 0.9 and curve["baseline_final"] is None
-    assert {s["reach_step"] for s in curve["scorers"].values()} == {600}
+    assert curve["scorers"]["softmax"]["reach_step"] == 600
+    # ssa's seeds split on the target: each seed's curve, in seed order, no first step of a mean
+    # that no seed follows
+    assert "seed_curves" not in curve["scorers"]["softmax"]
+    seeds = curve["scorers"]["ssa"]["seed_curves"]
+    assert [(s["seed"], s["reached"]) for s in seeds] == [
+        (0, True), (1, False), (2, True), (3, True), (4, False)]
+    assert seeds[1]["value"][:2] == pytest.approx([0.4, 0.5])
+    assert curve["scorers"]["ssa"]["reach_step"] is None
 
     readme = "".join(p.read_text() for p in write_release(board, tmp_path / "r1")
                      if p.name == "README.md")
@@ -184,8 +192,11 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
                                                  "the target")
     assert ssa["stops"] == "3 converged, 2 at the cap, 2 not learned within the cap"
-    assert merged(tables["icl_mqar (val_accuracy, higher is better)"])["ssa"][
-        "first step the mean reaches the target 0.9"] == "600"
+    reach = "first step the mean reaches the target 0.9"
+    assert merged(tables["icl_mqar (val_accuracy, higher is better)"])["ssa"][reach] == (
+        "seeds split: 3 of 5 reach it")
+    assert merged(tables["icl_mqar (val_accuracy, higher is better)"])["softmax"][reach] == "600"
+    assert "drawn seed by seed" in readme
     assert ssa["verdict at the neighbouring rates"] == "error: rate-sensitive (holds at 1/2)"
     assert soft[speed].startswith("680 [") and "did not" not in soft[speed]
     assert "split" not in soft["reliability [exact 95% CI]"]

@@ -107,6 +107,34 @@ def curve_entry(scorers, metric="val_accuracy", dense=False):
                         for s in scorers}}
 
 
+def test_a_scorer_whose_seeds_split_is_drawn_seed_by_seed(figures):
+    """No mean line or band for it: one thin line a seed, dotted where it never reaches the
+    target; the other scorers and the baseline keep their mean and band."""
+    from leaderboard.rendering import curves_section
+
+    entry = curve_entry(["softmax", "cosformer", "ssa"], dense=True)
+    entry["scorers"]["cosformer"]["seed_curves"] = [
+        {"seed": 0, "reached": True, "value": [0.1, 0.5, 0.95, 0.96]},
+        {"seed": 1, "reached": False, "value": [0.1, 0.2, 0.3, 0.3]}]
+    curves_section.render({"icl_mqar": entry}, Path("unused"))
+    (fig, _), = figures
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible() and ax.axison}
+
+    def drawn(ax, color):
+        return [(list(line.get_ydata()), line.get_linestyle()) for line in ax.lines
+                if line.get_color() == color and len(line.get_xdata()) == 4]
+
+    scorer = curves_section.SCORER_STYLE["color"]
+    assert drawn(panels["cosformer"], scorer) == [([0.1, 0.5, 0.95, 0.96], "-"),
+                                                  ([0.1, 0.2, 0.3, 0.3], ":")]
+    assert drawn(panels["ssa"], scorer) == [([0.1, 0.4, 0.9, 0.97], "-")]
+    # the baseline's band under cosformer's panel, none of cosformer's own
+    assert len(panels["cosformer"].collections) == 1 and len(panels["ssa"].collections) == 2
+    assert "split seeds one by one" in fig._suptitle.get_text()
+    legend, = fig.legends
+    assert any("seeds split" in t.get_text() for t in legend.get_texts())
+
+
 @pytest.mark.parametrize("dense", [False, True])
 def test_learning_curves_are_small_multiples_inside_the_metrics_range(figures, dense):
     """One panel per scorer, softmax drawn in every other panel, accuracy on [0, 1] (bands

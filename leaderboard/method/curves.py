@@ -3,6 +3,9 @@
 records carry the stopping rule's blocks (tasks/stopping.py) their dense curve, evaluated every
 ``eval_every`` steps; a model that stopped stands at its best value after its stop, and the
 entry is marked ``dense`` with each scorer's median stop step (``stop_step``).
+A scorer whose seeds split on the target (some reach it, some never do) carries each seed's curve
+(``seed_curves``: seed, whether it reached the target, values) and no first step of its mean: its
+mean is a curve no seed follows.
 
 ``summary(loaded, baseline)`` gives, per task (``<profile>/<task>`` when several profiles ran it),
 per scorer: the curve steps, the mean over seeds with a 95% t-interval, the final validation value
@@ -21,6 +24,7 @@ import numpy as np
 from scipy import stats as sps
 
 from ..loading.records import LoadedRecords, Record
+from .convergence import seed_outcome
 
 
 def _band(values: np.ndarray) -> tuple[float, float, float]:
@@ -92,6 +96,16 @@ def _curves(records: list[Record]) -> tuple[list[int], np.ndarray] | None:
     return steps, np.array([_seed_values(r, steps) for r in records])
 
 
+def _split_seeds(records: list[Record], table: np.ndarray) -> list[dict] | None:
+    """Each seed's curve (a row of ``table``) with whether it reached the target, when the
+    records' seeds split on it; else None."""
+    outcomes = [seed_outcome(r) for r in records]
+    if None in outcomes or len({o["reached"] for o in outcomes}) < 2:
+        return None
+    return [{"seed": o["seed"], "reached": o["reached"], "value": row.tolist()}
+            for o, row in sorted(zip(outcomes, table), key=lambda p: p[0]["seed"])]
+
+
 def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
     groups: dict[tuple[str, str], dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in loaded.records:
@@ -129,13 +143,16 @@ def summary(loaded: LoadedRecords, baseline: str = "softmax") -> dict:
                 entry["scorers"][label]["stop_step"] = float(np.median(stops))
             targets.update(b["target"] for r in recs for b in _dense(r)
                            if b.get("target") is not None)
+            split = _split_seeds(recs, table)
+            if split:
+                entry["scorers"][label]["seed_curves"] = split
         if len(targets) == 1:
             entry["target"] = float(targets.pop())
         base = entry["scorers"].get(baseline)
         if "target" in entry:
             for s in entry["scorers"].values():
-                s["reach_step"] = _first(s, lambda m: at_target(m, entry["target"],
-                                                                entry["direction"]))
+                s["reach_step"] = None if "seed_curves" in s else _first(
+                    s, lambda m: at_target(m, entry["target"], entry["direction"]))
         elif base is not None and np.isfinite(base["mean"][-1]):
             final = base["mean"][-1]
             entry["baseline_final"] = final

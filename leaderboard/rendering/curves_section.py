@@ -1,7 +1,8 @@
 """The learning curves of a release (``meta["curves"]``, :mod:`leaderboard.method.curves`) as
 plots, one per task, and as the README's table of final values, the step each scorer reaches
 the declared fraction of the baseline's final value (or the task's target, where its stopping rule
-declares one) and, on a dense curve, its median stop step."""
+declares one) and, on a dense curve, its median stop step. A scorer whose seeds split on the
+target is drawn seed by seed, not as a mean that no seed follows."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +14,11 @@ from ..method.anchors import bounds
 from .markdown_layout import block, fitted, wrap
 from .plots import CAPTIONS, SCORER_STYLE, panel_plot
 from .text import markdown_text, number_format
+
+SEED_LW = 0.8   # one seed's curve, where a scorer's seeds split on the target
+SPLIT_NOTE = ("A scorer whose seeds split on the target (some reach it, some never do) is drawn "
+              "seed by seed, dotted where a seed never reaches it: the mean of such seeds is a "
+              "curve none of them follows.")
 
 
 def render(curves: dict | None, outdir: Path) -> list[Path]:
@@ -33,22 +39,31 @@ def render(curves: dict | None, outdir: Path) -> list[Path]:
         if c.get("dense"):
             extra.append(Line2D([], [], color=SCORER_STYLE["color"], lw=0.8, ls="--",
                                 label="median stop step"))
+        if _has_split(c):
+            extra.append(Line2D([], [], color=SCORER_STYLE["color"], lw=SEED_LW, ls=":",
+                                label="seeds split: each seed (dotted: never at the target)"))
         paths.append(panel_plot(
             outdir, "curves", key, list(c["scorers"]),
             lambda ax, label, style: _draw(ax, c, label, style, low, high),
             baseline=c["baseline"], xlabel="training step",
             ylabel=f"{c['metric']} ({c['direction']} is better)",
-            title=f"{key}: validation metric during training (mean over seeds, 95% band)",
+            title=f"{key}: validation metric during training (mean over seeds, 95% band"
+                  f"{'; split seeds one by one' if _has_split(c) else ''})",
             value_bounds=(low, high), log_x=not c.get("dense"), legend=tuple(extra)))
     return paths
 
 
 def _draw(ax, c: dict, label: str, style: dict, low: float, high: float) -> None:
     s = c["scorers"][label]
-    ax.plot(s["step"], s["mean"], **style)
-    band = [np.clip(np.array(s[k], dtype=float), low, high) for k in ("lo", "hi")]
-    ax.fill_between(s["step"], *band, color=style["color"], alpha=0.15, lw=0,
-                    zorder=style["zorder"] - 1)
+    if "seed_curves" in s:
+        for seed in s["seed_curves"]:
+            ax.plot(s["step"], seed["value"], **{**style, "lw": SEED_LW},
+                    ls="-" if seed["reached"] else ":")
+    else:
+        ax.plot(s["step"], s["mean"], **style)
+        band = [np.clip(np.array(s[k], dtype=float), low, high) for k in ("lo", "hi")]
+        ax.fill_between(s["step"], *band, color=style["color"], alpha=0.15, lw=0,
+                        zorder=style["zorder"] - 1)
     if s.get("stop_step") is not None:
         ax.axvline(s["stop_step"], color=style["color"], lw=0.8, ls="--")
     level = _reference(c)
@@ -65,6 +80,18 @@ def _reference(c: dict) -> float | None:
         return None
     return (c["reach"] * c["baseline_final"] if c["direction"] == "higher"
             else c["baseline_final"] / c["reach"])
+
+
+def _has_split(c: dict) -> bool:
+    return any("seed_curves" in s for s in c["scorers"].values())
+
+
+def _reach(s: dict) -> str:
+    """The first step the mean reaches the reference; for split seeds, how many reach it."""
+    if "seed_curves" in s:
+        reached = sum(seed["reached"] for seed in s["seed_curves"])
+        return f"seeds split: {reached} of {len(s['seed_curves'])} reach it"
+    return "–" if s.get("reach_step") is None else str(s["reach_step"])
 
 
 def _finite(x) -> bool:
@@ -90,7 +117,9 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
                      "which the mean curve reaches the target its speed and reliability are "
                      "measured at (the speed column of \"Level, speed and reliability\" is the "
                      "mean of each seed's own step)."
-                     if any(c.get("dense") for c in curves.values()) else "")), ""]
+                     if any(c.get("dense") for c in curves.values()) else "")
+                  + (" " + SPLIT_NOTE if any(_has_split(c) for c in curves.values()) else "")),
+             ""]
     for key, c in sorted(curves.items()):
         rule = ("≥ {r:g} x" if c["direction"] == "higher" else "≤ 1/{r:g} x").format(r=c["reach"])
         dense = c.get("dense")
@@ -102,13 +131,14 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
             ["median stop step"] if dense else [])
         finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
         body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
-                 "–" if s.get("reach_step") is None else str(s["reach_step"])]
+                 _reach(s)]
                 + ([_num(s.get("stop_step"))] if dense else [])
                 for label, s in sorted(c["scorers"].items())]
         lines += [f"### {markdown_text(key)} ({metric}, {c['direction']} is better)", ""]
         lines += block(fitted(body, headers))
+        caption = CAPTIONS["curves"].format(task=key, metric=c["metric"])
         lines += [f"![{key}: learning curves]({p})\n\n"
-                  f"*{CAPTIONS['curves'].format(task=key, metric=c['metric'])}*"
+                  f"*{caption}{' ' + SPLIT_NOTE if _has_split(c) else ''}*"
                   for p in plots if Path(p).name.startswith("curves__" + key.replace("/", "-"))]
         lines.append("")
     return "\n".join(lines)
