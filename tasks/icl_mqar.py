@@ -267,7 +267,7 @@ METRICS = {
 class ICLMQAR(Task):
     """Multi-query associative recall; accuracy over pairs x length, beyond training (Zoology)."""
 
-    version = 2
+    version = 3
     track = "icl"
     supports_accumulation = True
     Config = MQARConfig

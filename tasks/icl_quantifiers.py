@@ -195,7 +195,7 @@ def _declare() -> dict[str, Metric]:
 class ICLQuantifiers(Task):
     """"every" / "some" in context; sequence error under length and magnitude shift; docs/tasks.md#icl_quantifiers."""
 
-    version = 3
+    version = 4
     track = "icl"
     supports_accumulation = True
     Config = QuantifiersConfig

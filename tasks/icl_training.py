@@ -50,6 +50,7 @@ class ICLTaskConfig(TaskConfig):
     train_steps: int = setting(500_001, ge=1, role="steps")
     stop: str = setting(STEPS, choices=STOP_MODES)
     patience: int = setting(5, ge=1)
+    patience_fraction: float = setting(0.0, ge=0, lt=1, off_at_default=True)
     tolerance: float = setting(0.0, ge=0)
     eval_every: int = setting(100, ge=1)
     learned_at: float | None = setting(None)    # the validation level past which patience counts
@@ -111,7 +112,8 @@ class ICLTaskConfig(TaskConfig):
     def inert(self) -> tuple[str, ...]:
         unused = ("softmax_converged_at",)
         if self.stop == STEPS:
-            unused += ("stop", "patience", "tolerance", "eval_every", "learned_at", "target")
+            unused += ("stop", "patience", "patience_fraction", "tolerance", "eval_every",
+                       "learned_at", "target")
         return super().inert() + unused
 
     def model_config(self, scorer: str, scorer_kwargs: dict) -> ICLModelConfig:
@@ -263,7 +265,7 @@ class BestState:
     def __init__(self, cfg: ICLTaskConfig, validation: ValidationData, direction: str):
         self.cfg, self.validation = cfg, validation
         self.plateau = Plateau(direction, cfg.patience, cfg.tolerance, learned_at=cfg.learned_at,
-                               target=cfg.target)
+                               target=cfg.target, patience_fraction=cfg.patience_fraction)
         self.grown = cfg.curriculum().last_growth() + 1
         self.state: dict[str, torch.Tensor] | None = None
 

@@ -4,16 +4,21 @@ The validation metric is evaluated every ``eval_every`` optimizer steps and at t
 evaluation improves when it beats the best value so far by more than ``tolerance`` (in the
 metric's units, in its direction); the best state is the state of the last improvement, and the
 first evaluation is the first best. Training stops, with reason ``"converged"``, once ``patience``
-evaluations in a row have not improved, counted only once the run has ``learned``: its metric has
-passed ``learned_at`` (when the task declares that level; otherwise once it improved on its first
-evaluation). A model still on its initial plateau trains on. Otherwise it stops at the cap, with
-reason ``"cap"``, and a run that never learned reads "not learned within the cap".
+evaluations in a row have not improved, or with ``patience_fraction`` f > 0 once the evaluations
+without a gain are also at least f of all evaluations so far (f = 0.5: the run has trained twice
+as long as it took to reach its best, the wait scaling with the scorer's own pace, so that a slow
+but steady climb is not cut as a fast learner's noise would be), counted only once the run has
+``learned``: its metric has passed ``learned_at`` (when the task declares that level; otherwise
+once it improved on its first evaluation). A model still on its initial plateau trains on.
+Otherwise it stops at the cap, with reason ``"cap"``, and a run that never learned reads "not
+learned within the cap".
 
 The speed of a run is the first evaluated step at which its metric reached ``target`` (the task's
 declared level; None when it never did): a run is judged on the dense curve, not on its end.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .validation import finite
@@ -39,6 +44,7 @@ class Plateau:
     target: float | None = None
     passed_step: int | None = None   # the first evaluation at or past learned_at
     target_step: int | None = None   # the first evaluation at or past target
+    patience_fraction: float = 0.0   # the wait's share of the evaluations so far, where longer
 
     def observe(self, step: int, value: float | None) -> bool:
         """Record the metric after ``step`` optimizer steps; True when it is the new best."""
@@ -74,15 +80,22 @@ class Plateau:
             return self.passed_step is not None
         return self.best_step is not None and self.best_step != self.step[0]
 
+    def wait(self) -> int:
+        """The evaluations without a gain that end the run now: ``patience``, or
+        ``patience_fraction`` of the evaluations so far where that is more."""
+        return max(self.patience, math.ceil(self.patience_fraction * len(self.step)))
+
     def done(self) -> bool:
         if self.learned_at is not None:
             since = sum(s > self.passed_step for s in self.step) if self.learned else 0
-            return since >= self.patience and self.stale >= self.patience
-        return self.learned and self.stale >= self.patience
+            return since >= self.patience and self.stale >= self.wait()
+        return self.learned and self.stale >= self.wait()
 
     def block(self, cap: int, eval_every: int, items: int) -> dict:
         """The record's ``stopping`` block of a training run that has ended."""
-        return {"rule": CONVERGED, "patience": self.patience, "tolerance": self.tolerance,
+        return {"rule": CONVERGED, "patience": self.patience,
+                **({"patience_fraction": self.patience_fraction} if self.patience_fraction else {}),
+                "tolerance": self.tolerance,
                 "eval_every": eval_every, "cap": cap, "stop_step": self.step[-1] if self.step else 0,
                 "reason": CONVERGED if self.done() else CAP, "learned": self.learned,
                 "best_step": self.best_step, "best_value": self.best_value,

@@ -72,6 +72,49 @@ def test_a_metric_that_never_improves_trains_on_to_the_cap_not_learned():
     assert block["curve"]["value"][3] is None
 
 
+def two_phase_climb():
+    """A run shaped like ssa's measured MQAR curve at 2.5e-4 (issue #49): an escape to 0.93 by
+    step 1,000, a noisy shelf below 0.935 to step 1,800 (ssa's: from 6,000 to 11,500), a second
+    climb to 0.99 by step 2,400, then flat. Steps every 100."""
+    return ([0.3, 0.5, 0.7, 0.8, 0.85, 0.88, 0.9, 0.91, 0.92, 0.93]
+            + [0.925 + 0.008 * (i % 2) for i in range(8)]
+            + [0.94, 0.95, 0.96, 0.97, 0.98, 0.99] + [0.99] * 60)
+
+
+def rule_on(values, **kw):
+    rule = Plateau("higher", 5, 0.005, learned_at=0.5, target=0.95, **kw)
+    for i, value in enumerate(values):
+        rule.observe((i + 1) * 100, value)
+        if rule.done():
+            break
+    return rule
+
+
+def test_a_fixed_patience_cuts_a_slow_second_climb_that_a_relative_wait_sees():
+    fixed = rule_on(two_phase_climb())
+    assert fixed.done() and fixed.step[-1] == 1500            # 5 evaluations past 0.93 at 1,000
+    assert (fixed.best_value, fixed.target_step) == (0.93, None)
+    half = rule_on(two_phase_climb(), patience_fraction=0.5)
+    assert half.done() and half.best_value == 0.99 and half.target_step == 2000
+    # trained twice as long as it took to reach its best, then stopped
+    assert (half.best_step, half.step[-1]) == (2400, 4800)
+    assert half.block(cap=9000, eval_every=100, items=8)["patience_fraction"] == 0.5
+
+
+def test_the_relative_wait_is_the_fraction_of_the_evaluations_so_far_and_never_below_patience():
+    def stop_of(**kw):
+        rule = Plateau("higher", 4, 0.0, **kw)
+        for step in range(100, 3000, 100):
+            rule.observe(step, min(step, 600) / 1000)          # rises to its best at 600, then flat
+            if rule.done():
+                return rule
+    assert stop_of().step[-1] == 1000                            # 4 evaluations past the best
+    rule = stop_of(patience_fraction=0.5)
+    assert rule.step[-1] == 1200 and rule.stale == 6 and rule.wait() == 6   # ceil(0.5 x 12)
+    assert stop_of(patience_fraction=0.1).step[-1] == 1000      # ceil(0.1 x 10) < patience
+    assert "patience_fraction" not in stop_of().block(cap=3000, eval_every=100, items=1)
+
+
 # ------------------------------------------------------------------------------- training
 
 
@@ -195,6 +238,8 @@ def test_every_icl_task_records_its_stop(name):
 @pytest.mark.parametrize("overrides, message", [
     ({"patience": 0}, r"\[tasks.icl_linear\] config key 'patience' must be >= 1, got 0"),
     ({"tolerance": -0.1}, r"\[tasks.icl_linear\] config key 'tolerance' must be >= 0, got -0.1"),
+    ({"patience_fraction": 1.0},
+     r"\[tasks.icl_linear\] config key 'patience_fraction' must be < 1, got 1.0"),
     ({"eval_every": 0}, r"config key 'eval_every' must be >= 1, got 0"),
     ({"stop": "early"}, r"config key 'stop' must be one of \['steps', 'converged'\], got 'early'"),
     ({"stop": "converged", "train_steps": 50, "eval_every": 100},

@@ -1,0 +1,133 @@
+"""Carry records over a change of a task's stopping rule that would not have changed their runs.
+
+    python scripts/carry_over.py leaderboard/records --task icl_mqar --set patience_fraction=0.5
+
+The stopping rule (tasks/stopping.py) only decides when a run ends: up to its stop, a run under
+another rule takes the same steps. So a record of ``--task`` from before the task's current
+version, whose config with the ``--set`` keys is one the task accepts, would come out the same
+under the new rule when that rule, replayed on every evaluation the run recorded, ends every
+trained model where it ended: at the same step with reason ``"converged"``, or not before the cap
+for a model that ran to it (a model still on its plateau never stops before the cap under any
+patience). Such a record is written again under the new cell (the current task version, the new
+config, its id), with the new settings in its stopping blocks and ``provenance.carried_over``
+naming the record it came from; its provenance otherwise stays the run's own. Every other record
+is left to run again.
+
+Use it only where the task's version moved for the stopping rule alone: the training code the
+records ran must be the current one. ``--dry-run`` lists what would carry over and why the
+others do not.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tasks  # noqa: E402
+from leaderboard.loading.choice import stopping_blocks  # noqa: E402
+from leaderboard.loading.schema import cell_id  # noqa: E402
+from suite.cells import config_object, resolve_config  # noqa: E402
+from suite.store import ResultStore  # noqa: E402
+from tasks.stopping import CAP, CONVERGED, Plateau  # noqa: E402
+
+RULE_KEYS = {"patience": "patience", "patience_fraction": "patience_fraction",
+             "tolerance": "tolerance"}   # config key -> stopping block key
+
+
+def replayed_stop(block: dict, settings: dict, direction: str, first_step: int) -> int | None:
+    """Where the rule with ``settings`` stops the run of ``block`` (its recorded evaluations):
+    the step, or None when it does not stop within them. ``first_step``: the first step at which
+    training may stop (the curriculum's last length)."""
+    rule = Plateau(direction, settings["patience"], settings["tolerance"],
+                   learned_at=block.get("learned_at"), target=block.get("target"),
+                   patience_fraction=settings.get("patience_fraction", 0.0))
+    for step, value in zip(block["curve"]["step"], block["curve"]["value"]):
+        rule.observe(step, value)
+        if rule.done() and step >= first_step:
+            return step
+    return None
+
+
+def same_run(block: dict, stop: int | None) -> bool:
+    """Whether a model that stopped where ``block`` says would stop there under the new rule."""
+    if block["reason"] == CONVERGED:
+        return stop == block["stop_step"]
+    return block["reason"] == CAP and stop is None
+
+
+def carried(record: dict, task, sets: dict) -> tuple[dict | None, str]:
+    """The record (of an older version of ``task``, trained to convergence) under the new rule,
+    or None with the reason it does not carry over."""
+    cell = record["cell"]
+    if record["status"] != "ok":
+        return None, f"status {record['status']}"
+    blocks = stopping_blocks(record.get("extra"))
+    config = {**cell["config"], **sets}
+    if resolve_config(task, config) != config:
+        return None, "the config with the new settings is not one the task runs"
+    cfg = config_object(task, config)
+    settings = {key: getattr(cfg, key) for key in RULE_KEYS}
+    direction = (record.get("extra", {}).get("validation") or {}).get("direction", "higher")
+    first = cfg.curriculum().last_growth() + 1
+    for block in blocks:
+        stop = replayed_stop(block, settings, direction, first)
+        if not same_run(block, stop):
+            return None, (f"stopped at {block['stop_step']} ({block['reason']}); the new rule "
+                          f"{'runs past its last evaluation' if stop is None else f'stops at {stop}'}")
+    new = copy.deepcopy(record)
+    new["cell"]["task_version"] = task.version
+    new["cell"]["config"] = config
+    new["cell_id"] = cell_id(new["cell"])
+    for block in stopping_blocks(new["extra"]):
+        for key, name in RULE_KEYS.items():
+            if settings[key] or key != "patience_fraction":
+                block[name] = settings[key]
+    new["provenance"]["carried_over"] = {"from": record["cell_id"],
+                                         "task_version": cell["task_version"], "set": sets}
+    return new, "the new rule stops every model where it stopped"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a stopping setting of the new rule (repeatable): "
+                             + ", ".join(RULE_KEYS))
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    sets = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or key not in RULE_KEYS:
+            parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of {list(RULE_KEYS)}")
+        sets[key] = json.loads(value)
+    task = tasks.create_task(args.task)
+    store = ResultStore(args.results)
+    moved = kept = 0
+    for path in sorted(Path(args.results, args.task).glob("*/*.json*")):
+        record = store.load(path)
+        if record["cell"]["task_version"] >= task.version or record["status"] == "skipped" or (
+                record["status"] == "ok" and not stopping_blocks(record.get("extra"))):
+            continue      # current, never run, or trained for a fixed step count
+        new, why = carried(record, task, sets)
+        cell = record["cell"]
+        print(f"{cell['scorer']}\t{cell.get('role', 'report')}\tseed {cell['seed']}\t{record['cell_id']}\t"
+              f"{'carried over' if new else 'runs again'}: {why}")
+        if new is None:
+            kept += 1
+            continue
+        moved += 1
+        if not args.dry_run:
+            store.write(new)
+    print(f"{moved} record(s) {'would carry' if args.dry_run else 'carried'} over to "
+          f"{args.task} v{task.version}, {kept} left to run again")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
