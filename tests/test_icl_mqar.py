@@ -129,13 +129,14 @@ def test_a_tiny_softmax_model_learns_to_answer_with_the_contexts_values():
 def test_the_cpu_profile_learns_the_key_value_binding():
     """The cpu profile's training setting takes softmax past the plateau of answering with one of
     the context's values (accuracy about 1/pairs): at 4 and 8 pairs it finds each key's value.
-    A patience of 2 stops it soon after its validation accuracy passes learned_at, and the
-    reported evaluation is of the best validation state."""
+    A fixed patience of 2 (no wait in proportion to the run) stops it soon after its validation
+    accuracy passes learned_at, and the reported evaluation is of the best validation state."""
     from suite.profiles import load_profile
 
     cpu = load_profile("cpu").task_overrides["icl_mqar"]
     task = create_task("icl_mqar")
-    cfg = task.config({**cpu, "patience": 2, "eval_lengths": [cpu["train_len"]],
+    cfg = task.config({**cpu, "patience": 2, "patience_fraction": 0.0,
+                       "eval_lengths": [cpu["train_len"]],
                        "eval_pairs": [4, 8], "eval_sequences": 128})
     result = task.run("softmax", {}, 0, cfg, RunContext())
     stopping = result.extra["train"]["stopping"]
