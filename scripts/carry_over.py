@@ -34,8 +34,7 @@ from suite.cells import config_object, resolve_config  # noqa: E402
 from suite.store import ResultStore  # noqa: E402
 from tasks.stopping import CAP, CONVERGED, Plateau  # noqa: E402
 
-RULE_KEYS = {"patience": "patience", "patience_fraction": "patience_fraction",
-             "tolerance": "tolerance"}   # config key -> stopping block key
+RULE_KEYS = ("patience", "patience_fraction", "tolerance")   # in the config and stopping blocks
 
 
 def replayed_stop(block: dict, settings: dict, direction: str, first_step: int) -> int | None:
@@ -83,9 +82,9 @@ def carried(record: dict, task, sets: dict) -> tuple[dict | None, str]:
     new["cell"]["config"] = config
     new["cell_id"] = cell_id(new["cell"])
     for block in stopping_blocks(new["extra"]):
-        for key, name in RULE_KEYS.items():
+        for key in RULE_KEYS:
             if settings[key] or key != "patience_fraction":
-                block[name] = settings[key]
+                block[key] = settings[key]
     new["provenance"]["carried_over"] = {"from": record["cell_id"],
                                          "task_version": cell["task_version"], "set": sets}
     return new, "the new rule stops every model where it stopped"
