@@ -32,7 +32,7 @@ from leaderboard.loading.choice import stopping_blocks  # noqa: E402
 from leaderboard.loading.schema import cell_id  # noqa: E402
 from suite.cells import config_object, resolve_config  # noqa: E402
 from suite.store import ResultStore  # noqa: E402
-from tasks.stopping import CAP, CONVERGED, Plateau  # noqa: E402
+from tasks.stopping import CAP, CONVERGED, Plateau, replay  # noqa: E402
 
 RULE_KEYS = ("patience", "patience_fraction", "tolerance")   # in the config and stopping blocks
 
@@ -44,11 +44,7 @@ def replayed_stop(block: dict, settings: dict, direction: str, first_step: int) 
     rule = Plateau(direction, settings["patience"], settings["tolerance"],
                    learned_at=block.get("learned_at"), target=block.get("target"),
                    patience_fraction=settings.get("patience_fraction", 0.0))
-    for step, value in zip(block["curve"]["step"], block["curve"]["value"]):
-        rule.observe(step, value)
-        if rule.done() and step >= first_step:
-            return step
-    return None
+    return replay(rule, block["curve"], first_step)
 
 
 def same_run(block: dict, stop: int | None) -> bool:

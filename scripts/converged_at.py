@@ -23,17 +23,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leaderboard.loading.records import load_records  # noqa: E402
-from tasks.stopping import Plateau  # noqa: E402
+from tasks.stopping import Plateau, replay  # noqa: E402
 
 
-def replay(block: dict, direction: str, args) -> Plateau:
+def replayed(block: dict, direction: str, args) -> tuple[Plateau, bool]:
+    """The rule with the arguments' settings after the run of ``block``, and whether it stopped."""
     rule = Plateau(direction, args.patience, args.tolerance, learned_at=args.learned_at,
                    target=args.target, patience_fraction=args.patience_fraction)
-    for step, value in zip(block["curve"]["step"], block["curve"]["value"]):
-        rule.observe(step, value)
-        if rule.done():
-            break
-    return rule
+    return rule, replay(rule, block["curve"]) is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         if r.task != args.task or r.status != "ok" or not r.stopping:
             continue
         direction = (r.validation or {}).get("direction", "higher")
-        rules = [replay(b, direction, args) for b in r.stopping]
+        runs = [replayed(b, direction, args) for b in r.stopping]
+        rules = [rule for rule, _ in runs]
         stop = max(rule.step[-1] for rule in rules)
-        reason = "converged" if all(rule.done() for rule in rules) else "cap"
+        reason = "converged" if all(stopped for _, stopped in runs) else "cap"
         stops.setdefault(r.scorer_label, []).append(stop)
         bests.setdefault(r.scorer_label, []).append(max(rule.best_step or 0 for rule in rules))
         target = [rule.target_step for rule in rules]

@@ -105,6 +105,16 @@ class Plateau:
                 "curve": {"step": list(self.step), "value": list(self.value), "items": items}}
 
 
+def replay(rule: Plateau, curve: dict, first_step: int = 0) -> int | None:
+    """Feed a recorded dense ``curve`` (a stopping block's) to ``rule`` until it stops the run,
+    not before ``first_step``: that step, or None when it does not stop within the curve."""
+    for step, value in zip(curve["step"], curve["value"]):
+        rule.observe(step, value)
+        if rule.done() and step >= first_step:
+            return step
+    return None
+
+
 def due(steps_done: int, eval_every: int, cap: int) -> bool:
     """Whether converged mode evaluates after ``steps_done`` optimizer steps."""
     return steps_done % eval_every == 0 or steps_done == cap
