@@ -2,9 +2,10 @@
 
 Per cell, in this order:
 
-1. **records**: the median ``wall_time_s`` of existing ``ok`` records (not resumed from a
-   checkpoint: those timed only the rest of a cell, or add the processes before a pause whose wall
-   time the pause stretched) with the same task, task version, config
+1. **records**: the median cell time of existing ``ok`` records (:func:`cell_seconds`: the
+   process CPU time of a single-threaded CPU cell, which another job or a pause on the host does
+   not stretch, else the wall time of a cell that did not resume) with the same task, task
+   version, config
    (the resolved config, so the same sizes; the keys the task declares tunable, its optimizer's
    settings, aside) and role on the same device class (the ``hardware`` string
    of a record's provenance: CPU model and core count, or the GPU's name); a tuning sweep's or
@@ -116,8 +117,9 @@ def _config_key(task: str, task_version: int, config: dict, role: str = "report"
 
 
 def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, list[float]]]:
-    """(task, version, config, role) -> scorer label -> wall times of ``ok`` records on
-    ``device``; of a config that trains to convergence, seconds per trained step."""
+    """(task, version, config, role) -> scorer label -> cell times (:func:`cell_seconds`) of
+    ``ok`` records on ``device``; of a config that trains to convergence, seconds per trained
+    step."""
     return _recorded(records, device)[0]
 
 
@@ -132,10 +134,10 @@ def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict, dict]:
         if r.get("status") != OK or prov.get("hardware") != device:
             continue
         extra = r.get("extra") or {}
-        if extra.get("resumed_from_checkpoint") or prov.get("resumed"):
-            continue   # its wall time is the rest of a cell, or spans the pause between runs
-        wall = prov.get("wall_time_s")
-        if not isinstance(wall, (int, float)) or wall < 0:
+        if extra.get("resumed_from_checkpoint"):
+            continue   # it timed only the rest of a cell
+        seconds = cell_seconds(prov)
+        if seconds is None:
             continue
         cell = r["cell"]
         key = _config_key(cell["task"], cell["task_version"], cell["config"],
@@ -146,12 +148,27 @@ def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict, dict]:
             if not trained:
                 continue
             steps[key][label].append(trained)
-            wall /= trained
+            seconds /= trained
             cap = steps_of(cell["task"], cell["config"])
             if cap:
                 caps[key] = max(caps.get(key, 0), cap[1] * len(_trained_models(extra)))
-        times[key][label].append(float(wall))
+        times[key][label].append(seconds)
     return times, steps, caps
+
+
+def cell_seconds(provenance: dict) -> float | None:
+    """A record's cell time on an otherwise idle host. A single-threaded cell on a CPU is timed by
+    its process CPU time (summed over the processes of a resumed cell): its wall time also counts
+    whatever else the host ran meanwhile, another job or a pause, which stretched some MQAR cells
+    of the board 2-20x. Any other cell is timed by its wall time, unless it resumed (its wall time
+    spans the pause between its processes)."""
+    cpu, wall = provenance.get("cpu_time_s"), provenance.get("wall_time_s")
+    if (provenance.get("device") == "cpu" and provenance.get("threads") == 1
+            and isinstance(cpu, (int, float)) and cpu > 0):
+        return float(cpu)
+    if provenance.get("resumed") or not isinstance(wall, (int, float)) or wall < 0:
+        return None
+    return float(wall)
 
 
 def trained_steps(extra: dict) -> int | None:

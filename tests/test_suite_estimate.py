@@ -50,6 +50,22 @@ def test_records_with_known_wall_times_give_the_expected_total():
     assert est.source == f"records (4 on {HW})"
 
 
+def test_a_single_threaded_cpu_cell_is_timed_by_its_cpu_time_which_a_pause_does_not_stretch():
+    def on_threads(scorer, seed, wall, cpu, threads, paused=False):
+        record = timed(scorer, seed, wall, paused=paused)
+        record["provenance"].update(threads=threads, cpu_time_s=cpu)
+        return record
+
+    records = [on_threads("softmax", 0, 2579.0, 123.0, 1),     # stopped for 41 minutes
+               on_threads("softmax", 1, 130.0, 125.0, 1),
+               on_threads("softmax", 2, 900.0, 127.0, 1, paused=True),  # CPU summed over runs
+               on_threads("ssa", 0, 60.0, 110.0, 2),          # two threads: its wall time
+               on_threads("ssa", 1, 70.0, 130.0, 2, paused=True)]      # wall spans the pause
+    [est] = estimate([cell("softmax", 3), cell("ssa", 2)], records, "cpu", hardware_name=HW,
+                     calibrator=no_calibration)
+    assert est.seconds == pytest.approx(125.0 + 60.0)
+
+
 def test_a_converged_config_is_timed_per_trained_step_at_the_steps_its_scorers_train():
     """Scorers of a converged config stop at different steps, so the records give seconds per
     step, times the scorer's own recorded steps, else the median of every recorded cell's."""
