@@ -14,6 +14,7 @@ from rich.table import Table
 
 from leaderboard.loading.schema import HARNESS_FAILURES
 
+from .estimate import cell_seconds
 from .executors import Event, Progress as CellProgress, Started
 from .runner import CellJob, failure_reason
 from .scheduler import RunSummary
@@ -50,9 +51,9 @@ class RichReporter:
         self.overall = self.progress.add_task("[bold]cells", total=len(jobs), left="")
         prior: dict[str, list[float]] = {}
         for record in resumed:
-            wall = record.get("provenance", {}).get("wall_time_s")
-            if record.get("status") == "ok" and wall:
-                prior.setdefault(record["cell"]["task"], []).append(wall)
+            seconds = cell_seconds(record.get("provenance", {}))
+            if record.get("status") == "ok" and seconds:
+                prior.setdefault(record["cell"]["task"], []).append(seconds)
         self.tally.start([_timed_task(job) for job in jobs], prior)
         self.console.print(f"{len(jobs)} cell(s) to run; started {self.tally.clock(time.time())}")
 
@@ -121,8 +122,8 @@ class Tally:
         self.running: dict[str, float] = {}     # cell id -> when it started
 
     def start(self, tasks: list[str | None], prior: dict[str, list[float]] | None = None) -> None:
-        """``tasks``: the task of each cell to run; ``prior``: wall times of earlier records,
-        by task."""
+        """``tasks``: the task of each cell to run; ``prior``: cell times of earlier records
+        (:func:`suite.estimate.cell_seconds`), by task."""
         self.total, self.done, self.failed, self.t0 = len(tasks), 0, 0, self.now()
         self.left, self.walls = Counter(tasks), {}
         self.prior = {task: sum(ws) / len(ws) for task, ws in (prior or {}).items() if ws}

@@ -417,7 +417,10 @@ def test_the_live_bar_shows_the_same_time_left_as_the_progress_line():
     reporter = RichReporter(Console(file=out, force_terminal=True, color_system=None, width=200))
     reporter.tally.now = lambda: t[0]
     resumed = [{"status": "ok", "cell": {"task": "icl_linear"},
-                "provenance": {"wall_time_s": 30.0}}]
+                "provenance": {"wall_time_s": 30.0}},
+               {"status": "ok", "cell": {"task": "icl_linear"},   # one thread, paused 40 minutes
+                "provenance": {"wall_time_s": 2430.0, "cpu_time_s": 30.0, "device": "cpu",
+                               "threads": 1}}]
     with reporter:
         reporter.planned(jobs, resumed)
         reporter.event(Started(jobs[0], "worker 0"))
