@@ -56,6 +56,21 @@ def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path
     text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
     assert ("Not in the headline until every scorer has records of it: task_c (3 of 4 scorers "
             "so far).") in text and "No verdict yet" not in text
+    assert "task_c: best mean error of the 3 scorers so far " in text
+
+
+def test_a_leader_without_the_baseline_beside_it_gets_no_verdict(tmp_path):
+    """A task re-run in part, whose baseline has not run yet: its leader among the scorers so far
+    is named, and no comparison with a baseline that has no records."""
+    board_of(tmp_path)
+    for scorer, error in (("good", 0.2), ("bad", 0.4)):
+        for seed in range(5):
+            write_record(tmp_path, make_record("task_c", scorer, seed, {"error": error + seed / 100},
+                                               specs=ERROR))
+    text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
+    assert ("task_c: best mean error of the 2 scorers so far good (0.22), no verdict: softmax has "
+            "no records of it yet.") in text
+    assert "not significantly better than softmax" not in text
 
 
 def test_the_table_marks_each_task_against_the_baseline(tmp_path):

@@ -112,12 +112,15 @@ def sentences(board) -> list[str]:
             verdict = lead.get("vs_baseline") or ""
             if lead["scorer"] == baseline:
                 said = "no scorer's mean is better"
+            elif baseline not in run_by[task]:
+                said = f"no verdict: {baseline} has no records of it yet"
             elif verdict == "better":
                 said = f"significantly better than {baseline} by more than the minimum effect"
             else:
                 said = f"not significantly better than {baseline} ({verdict or 'no verdict'})"
-            out.append(f"{task}: best mean {metric} {lead['scorer']} ({lead['mean']:.4g}), "
-                       f"{said}.")
+            among = f" of the {len(run_by[task])} scorers so far" if task in pending else ""
+            out.append(f"{task}: best mean {metric}{among} {lead['scorer']} "
+                       f"({lead['mean']:.4g}), {said}.")
         out += [_reliability_sentence(task, c, baseline)
                 for task, c in sorted((board.meta.get("convergence") or {}).items())
                 if (profile, task) in heads and c["scorers"]]
