@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from leaderboard.loading.choice import (Choice, Point, choose, grown, grows, point_label,
                                         points, stopping_blocks, trial)
-from leaderboard.loading.schema import SWEEP, TUNED, Cell
+from leaderboard.loading.schema import BASELINE, SWEEP, TUNED, Cell
 from registry.settings import RATE, keys_with_role
 
 from .cells import PlannedCell, expand, resolve_config
@@ -131,10 +131,12 @@ class TuningPlan:
 
     def base_sweep(self) -> list[PlannedCell]:
         """The sweep cells of the grids as the profile declares them (before any growth), on the
-        seeds that screen them, one scorer after another: with the follow-ups queued first, a
-        run finishes a scorer before it starts the next, and a worker its last cells leave idle
-        takes the next one's."""
+        seeds that screen them, one scorer after another, the baseline first (so that a run
+        stopped part-way has the scorers it finished beside it): with the follow-ups queued
+        first, a run finishes a scorer before it starts the next, and a worker its last cells
+        leave idle takes the next one's."""
         scorers = list(dict.fromkeys(scorer for _, scorer in self.tuned))
+        scorers.sort(key=lambda scorer: scorer != BASELINE)
         ordered = sorted(self.tuned.items(), key=lambda item: scorers.index(item[0][1]))
         return [self.sweep_planned(t, p, s) for _, t in ordered
                 for p in points(self.tuning.grids[t.template.task])

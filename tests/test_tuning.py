@@ -410,6 +410,18 @@ def test_a_run_of_two_tuned_tasks_finishes_one_scorer_before_it_starts_the_next(
     assert order == sorted(order, key=["softmax", "sparsemax"].index)
 
 
+def test_a_tuned_run_takes_the_baseline_first(tmp_path):
+    """A run stopped part-way still has the baseline beside the scorers it finished, whatever
+    their names."""
+    log = tmp_path / "log"
+    with tuned_plugin():
+        run(profile(tmp_path / "p.toml", scorers='"cosformer,softmax"', log=str(log)),
+            tmp_path / "r")
+    order = [line.split()[2] for line in log.read_text().splitlines()]
+    assert len(order) == 2 * (len(GRID) * 2 + 2)
+    assert order == ["softmax"] * (len(GRID) * 2 + 2) + ["cosformer"] * (len(GRID) * 2 + 2)
+
+
 def test_a_tuned_run_on_a_bimodal_task_records_the_rule_and_each_rates_reach(tmp_path):
     bimodal = "max_extensions = 0\nbimodal = [\"suite_test_tuned\"]\nties = {suite_test_tuned = 0.05}"
     with tuned_plugin():

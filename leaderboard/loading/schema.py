@@ -49,6 +49,8 @@ GRID_FIELDS = ("rows_name", "cols_name", "rows", "cols", "values")
 
 REPORT, SWEEP, TUNED = "report", "sweep", "tuned"
 ROLES = (REPORT, SWEEP, TUNED)
+# The scorer every verdict is against (``scorebench publish --baseline`` names another).
+BASELINE = "softmax"
 
 
 @dataclass(frozen=True)

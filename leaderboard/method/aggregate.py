@@ -49,7 +49,7 @@ import math
 from collections import defaultdict
 
 from ..loading.records import LoadedRecords, Problem, Record, provenance_lists
-from ..loading.schema import TRACKS
+from ..loading.schema import BASELINE, TRACKS
 from ..loading.selection import deduplicate, setting_labels, split_superseded
 from . import improvement, stats
 from .board import (CLAIM_COLUMNS, DESCRIPTIVE_TRACKS, FAILED_CELL_COLUMNS, GRID_COLUMNS,
@@ -61,8 +61,6 @@ from .overall import overall, overall_norms
 from .rows import collect
 from .table_stats import better_sign
 from .verdicts import verdicts
-
-BASELINE = "softmax"
 
 
 def aggregate(loaded: LoadedRecords, release: str = "", baseline: str = BASELINE,
