@@ -9,12 +9,13 @@ import pytest
 import torch
 
 import tasks
-from suite.cells import resolve_config
+from leaderboard.loading.choice import stopping_blocks
+from suite.cells import config_object, resolve_config
 from tasks import RunContext, TaskError
 from tasks import icl_linear
 from tasks.icl_linear import LinearConfig, mse_loss, sample_linear
 from tasks.icl_training import Curriculum, ValidationData, build_model, train
-from tasks.stopping import Plateau
+from tasks.stopping import Plateau, replay
 from tasks.training import generator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,6 +275,41 @@ def test_committed_icl_records_keep_their_configs(name):
     assert paths
     for record in (json.loads(gzip.decompress(p.read_bytes())) for p in paths):
         assert resolve_config(task, record["cell"]["config"]) == record["cell"]["config"]
+
+
+def committed_converged_records():
+    """(task, config, record) of every committed ok record of a task trained to convergence."""
+    for name in ICL:
+        task = tasks.create_task(name)
+        for path in sorted((ROOT / "leaderboard" / "records" / name).glob("*/*.json.gz")):
+            record = json.loads(gzip.decompress(path.read_bytes()))
+            if record["status"] == "ok" and record["cell"]["config"].get("stop") == "converged":
+                yield task, config_object(task, record["cell"]["config"]), record
+
+
+def test_every_committed_converged_run_stopped_where_its_own_rule_stops_its_recorded_curve():
+    """The rule replayed on each committed run's evaluations ends it where the record says, at
+    the cap exactly when the rule never stops it; its best and target steps are the curve's."""
+    checked = 0
+    for task, cfg, record in committed_converged_records():
+        direction = record["extra"]["validation"]["direction"]
+        sign = 1 if direction == "higher" else -1
+        for block in stopping_blocks(record["extra"]):
+            rule = Plateau(direction, cfg.patience, cfg.tolerance, learned_at=cfg.learned_at,
+                           target=cfg.target, patience_fraction=cfg.patience_fraction)
+            stop = replay(rule, block["curve"], cfg.curriculum().last_growth() + 1)
+            where = f"{task.name} {record['cell_id']}"
+            assert block["reason"] == ("cap" if stop is None else "converged"), where
+            assert block["stop_step"] == (cfg.train_steps if stop is None else stop), where
+            assert block["curve"]["step"][-1] == block["stop_step"], where
+            assert (block["best_step"], block["best_value"]) == (rule.best_step, rule.best_value)
+            finite = [(s, v) for s, v in zip(block["curve"]["step"], block["curve"]["value"])
+                      if v is not None]
+            if block.get("target") is not None:
+                assert block["target_step"] == next(
+                    (s for s, v in finite if sign * v >= sign * block["target"]), None), where
+            checked += 1
+    assert checked >= 300
 
 
 # ------------------------------------------------------------------- learned_at and target
