@@ -211,12 +211,28 @@ def test_method_text_ends_with_the_differences_from_the_paper():
     from leaderboard.rendering.markdown import PAPER_DIFFERENCES, method_text
 
     text = method_text({"n_boot": 1000, "baseline": "softmax", "alpha": 0.05})
-    assert text.endswith(PAPER_DIFFERENCES)
-    block = " ".join(PAPER_DIFFERENCES.split())
+    assert PAPER_DIFFERENCES in text and text.index(PAPER_DIFFERENCES) > text.index("**Columns**")
+    block = " ".join(text[text.index(PAPER_DIFFERENCES):].split())
     for phrase in ("judged on `ssa_gpt2`, with `ssa`", "100i + 10j", "independent draws",
                    "in expectation only", "[1, −1, −2, 1000]", "−70 at point 6 and 70000 at point 8",
                    "`mse_T9_id`", "`mse_T9_shifted`", "fp32 in every profile", "`headline_metrics`"):
         assert phrase in block, phrase
+    assert block.endswith("is secondary.")
+
+
+def test_the_method_says_how_long_this_releases_icl_tasks_trained():
+    """From the release itself: a task trained to convergence names its cap, one trained for a
+    fixed count its last learning-curve step; the text states no step count of another release."""
+    from leaderboard.rendering.markdown import method_text
+
+    meta = {"n_boot": 1000, "baseline": "softmax", "alpha": 0.05,
+            "convergence": {"icl_linear": {"target": 0.25, "cap": 22000, "scorers": {}}},
+            "curves": {"icl_quantifiers": {"scorers": {"softmax": {"step": [1, 50, 500]},
+                                                       "ssa": {"step": [1, 60, 600]}}}}}
+    text = " ".join(method_text(meta).split())
+    assert ("In this release they train `icl_linear` until its validation metric converges, up to "
+            "22,000 steps and `icl_quantifiers` for 600 steps.") in text
+    assert "1,000" not in text and "19 points" not in text
 
 
 # Words that name a statistical method; a column title may use only those of its own method.

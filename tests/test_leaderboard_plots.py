@@ -213,3 +213,20 @@ def test_bars_mark_the_baseline_and_perplexity_is_points_with_intervals(figures)
         Path("unused"))
     ax = figures[-1][0].axes[0]
     assert ax.patches and -0.05 <= ax.get_xlim()[0] and ax.get_xlim()[1] <= 1.05
+
+
+def test_a_grid_of_the_evaluation_items_is_drawn_once_and_a_scorers_grid_per_scorer(figures):
+    """distractor_rate is the same for every scorer at its seeds: one panel; the same values
+    under an undeclared name stay one panel per scorer."""
+    def grid(name, scorer, n=5):
+        return {"profile": "cpu", "task": "icl_mqar", "grid": name, "scorer": scorer,
+                "rows_name": "pairs", "cols_name": "length", "rows": [2, 4], "cols": [64, 128],
+                "values": [[0.04, 0.09], [0.05, None]], "n": n}
+
+    scorers = ("cosformer", "softmax", "sparsemax")
+    grids = [grid(name, s) for name in ("distractor_rate", "accuracy") for s in scorers]
+    plots.grid_plots(SimpleNamespace(grids=pd.DataFrame(grids)), Path("unused"))
+    panels = {path.name: [ax.get_title() for ax in fig.axes if ax.get_title()]
+              for fig, path in figures}
+    assert panels["grid__cpu__icl_mqar__distractor_rate.png"] == ["every scorer (n=5)"]
+    assert len(panels["grid__cpu__icl_mqar__accuracy.png"]) == 3

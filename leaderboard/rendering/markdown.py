@@ -117,8 +117,7 @@ METHOD = """\
   the spread of the headline across scorers (Cov(task value / K, headline) / Var(headline) over
   K tasks; the shares sum to 1), and of the normalized score's. Equal weights bound what a task
   can move (1/K), not how much of the spread it carries: a task where scorers split into those
-  that learn it and those that do not (at the cpu profile, icl_mqar within its step budget)
-  carries more of the spread than tasks where most scorers sit near {baseline}; a task above half
+  that learn it and those that do not carries more of the spread than tasks where most scorers sit near {baseline}; a task above half
   of it is named under the table with the measured spread of each task's values.
 - **Informative**: every headline metric must show {baseline} clearly better than the task's
   trivial predictor (the lower end of its 95% interval on the normalized scale at least its
@@ -485,16 +484,34 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
   the one sequence [1, −1, −2, 1000] (T = 4, its labels unchanged by the deviant; last-layer
   |w| on the deviant), and `paper_variant_error` (−70 at point 6 and 70000 at point 8, sequence
   error across σ). Ours (`deviant_*`: ±10 … ±10⁴ at p ∈ {4, ⌊T/2⌋, T} in N(0, 1) sequences)
-  runs at the last training length (19 points at the cpu profile), so it shifts only the value.
-  Only "attention concentrates on the deviant" compares with the paper, qualitatively.
+  runs at the last training length (`deviant_points` in the cell config), so it shifts only the
+  value. Only "attention concentrates on the deviant" compares with the paper, qualitatively.
 - **Precision**: ICL trains in fp32 in every profile, as the original (`precision` in the cell
   config); evaluation is fp32.
-- **Size**: the cpu profile trains 2-layer, 32-wide models for 500 (quantifiers) and 1,000
-  (linear) steps, curriculum to 19 / 21 points, on smaller grids; the paper profile is the paper's
-  size. A profile may demote a headline that cannot separate scorers at its size
-  (`headline_metrics` in the cell config): at cpu, `icl_quantifiers` `error_id` (0 for every
-  scorer) is secondary.
 """
+ICL_TASKS = ("icl_linear", "icl_quantifiers")
+
+
+def size_text(meta: dict) -> str:
+    """The ICL sizes, with how long this release's ICL tasks trained: to convergence up to a
+    cap, or the step budget their learning curves end at."""
+    converged = meta.get("convergence") or {}
+    curves = meta.get("curves") or {}
+    parts = []
+    for task in ICL_TASKS:
+        if task in converged:
+            parts.append(f"`{task}` until its validation metric converges, up to "
+                         f"{converged[task]['cap']:,} steps")
+        elif curves.get(task, {}).get("scorers"):
+            steps = max(max(c["step"]) for c in curves[task]["scorers"].values())
+            parts.append(f"`{task}` for {steps:,} steps")
+    trained = f" In this release they train {' and '.join(parts)}." if parts else ""
+    return ("**Size**: the cpu profile trains 2-layer, 32-wide models with a shorter curriculum, "
+            f"on smaller grids; the paper profile is the paper's size.{trained} Each record's "
+            "config (`cell.config`) holds its curriculum and evaluated lengths. A profile may "
+            "demote a headline that cannot separate scorers at its size (`headline_metrics` in "
+            "the cell config): at cpu, `icl_quantifiers` `error_id` (0 for every scorer) is "
+            "secondary.")
 
 
 def method_text(meta: dict) -> str:
@@ -508,7 +525,8 @@ def method_text(meta: dict) -> str:
                          n_1sd=seeds_needed(1.0, alpha), n_halfsd=seeds_needed(0.5, alpha),
                          d3=detectable_difference(1.0, 3, alpha), rtol=REPRODUCE_RTOL
                          ) + "\n**Columns**\n\n" + "\n".join(
-        wrap(line, "- ") for line in column_legend(meta["baseline"])) + "\n\n" + PAPER_DIFFERENCES
+        wrap(line, "- ") for line in column_legend(meta["baseline"])) + "\n\n" + \
+        PAPER_DIFFERENCES + wrap(size_text(meta), "- ") + "\n"
 
 
 def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]) -> str:

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..method.board import DESCRIPTIVE_TRACKS
+from ..method.grids import DATA_GRIDS
 from .text import ABOVE_CEILING, BELOW_FLOOR, NOT_LEARNED, missing
 
 LEGEND = (f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance, the trivial "
@@ -124,3 +125,11 @@ def outside_overall(board) -> list[str]:
             f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
             if (profile, task) not in in_overall and any(
                 p == profile for p, _ in in_overall)]
+
+
+
+def data_grid_caption(g: dict) -> str:
+    """The sentence above a data grid's table (leaderboard.method.grids.data_grids)."""
+    return (f"**{g['task']} data** ({g['profile']}): `{g['grid']}`, {DATA_GRIDS[g['grid']]}. "
+            f"Drawn per seed, so the same for every scorer: the mean over {g['n']} seeds, "
+            f"identical in the records of the {g['scorers']} scorers that have {g['n']}.")

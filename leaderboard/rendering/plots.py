@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..method.anchors import bounds
+from ..method.grids import data_grids
 from .palette import tier_colour
 from .text import outside_mark
 
@@ -169,17 +170,21 @@ def _norm(values: list[np.ndarray]):
 def grid_plots(board, outdir: Path) -> list[Path]:
     grids = board.grids.to_dict(orient="records")
     keys = sorted({(g["profile"], g["task"], g["grid"]) for g in grids})
+    alike = {(g["profile"], g["task"], g["grid"]): g | {"scorer": "every scorer"}
+             for g in data_grids(grids)}
     paths = []
     for profile, task, name in keys:
-        panels = sorted((g for g in grids if (g["profile"], g["task"], g["grid"])
-                         == (profile, task, name)), key=lambda g: g["scorer"])
+        panels = [alike[(profile, task, name)]] if (profile, task, name) in alike else sorted(
+            (g for g in grids if (g["profile"], g["task"], g["grid"]) == (profile, task, name)),
+            key=lambda g: g["scorer"])
         values = [np.array([[np.nan if v is None else v for v in row] for row in g["values"]],
                            dtype=np.float64) for g in panels]
         ncols = min(4, len(panels))
         nrows = math.ceil(len(panels) / ncols)
         height = 2.6 * nrows + 0.5
-        fig = Figure(figsize=(3.4 * ncols + 1.0, height), dpi=DPI)
-        fig.subplots_adjust(left=0.06, right=0.9, bottom=0.55 / height, top=1 - 0.95 / height,
+        width = 3.4 * ncols + 1.0
+        fig = Figure(figsize=(width, height), dpi=DPI)
+        fig.subplots_adjust(left=max(0.06, 0.6 / width), right=0.9, bottom=0.55 / height, top=1 - 0.95 / height,
                             wspace=0.4, hspace=0.65)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
         norm = _norm(values)

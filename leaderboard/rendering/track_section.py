@@ -7,12 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ..method.board import DESCRIPTIVE_TRACKS
+from ..method.grids import data_grids
 from . import notes
 from .columns import labels, scorer_order, shown_rows
 from .markdown_layout import Notes, block, bullets, fitted, wrap
 from .text import (arrow, column_format, delta_text, failures_text, interval, markdown_text,
-                   mean_text, missing, normalized_text, num, pval, scorer_text, tier_text,
-                   verdict_legend, verdict_mark)
+                   mean_text, missing, normalized_text, num, number_format, pval, scorer_text,
+                   tier_text, verdict_legend, verdict_mark)
 
 # The columns of a metric's statistics table, at most ten. The row fields it leaves out (the
 # items-only interval, p (BH), p sign-flip and each row's provenance) are on the page and in
@@ -116,6 +117,21 @@ def statistics_table(rows: list[dict], baseline: str, heading: str, judged: bool
             + bullets([line for line in under if line] + marks.items()))
 
 
+def data_grid_tables(board, profile: str, tasks: set[str]) -> list[str]:
+    """The grids of ``tasks`` that are the same for every scorer, each once: its caption and a
+    table of its rows by its columns."""
+    out = []
+    for g in data_grids(board.grids.to_dict(orient="records")):
+        if g["profile"] != profile or g["task"] not in tasks:
+            continue
+        fmt = number_format(v for row in g["values"] for v in row)
+        body = [[str(r)] + ["" if missing(v) else fmt(v) for v in row]
+                for r, row in zip(g["rows"], g["values"])]
+        headers = [f"{g['rows_name']} \\ {g['cols_name']}"] + [str(c) for c in g["cols"]]
+        out += [wrap(notes.data_grid_caption(g)), ""] + block(fitted(body, headers))
+    return out
+
+
 def track_section(board, track: str, level: int = 2) -> list[str]:
     """The body of a track's section (under its heading)."""
     rows = shown_rows(board, track)
@@ -131,6 +147,7 @@ def track_section(board, track: str, level: int = 2) -> list[str]:
         prows = [r for r in rows if r["profile"] == profile]
         out += matrix(board, profile, groups, judged)
         out += bullets(notes.not_learned_notes(prows) + [notes.LEGEND] if judged else [])
+        out += data_grid_tables(board, profile, {r["task"] for r in prows})
         for (p, task, metric), grows in groups.items():
             if p != profile:
                 continue

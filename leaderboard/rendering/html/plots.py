@@ -3,6 +3,7 @@ shows."""
 from __future__ import annotations
 
 from ...loading.schema import TRACKS
+from ...method.grids import data_grids
 from ..plots import CAPTIONS, safe_name
 from ..text import TRACK_TITLES
 from .context import PageData
@@ -32,10 +33,13 @@ def plot_captions(page: PageData) -> dict[str, tuple[str, str]]:
     for key, c in (page.meta.get("curves") or {}).items():
         out[safe_name("curves", key)] = (track_of.get(key.rsplit("/", 1)[-1], "other"),
                                          CAPTIONS["curves"].format(task=key, metric=c["metric"]))
+    alike = {(g["profile"], g["task"], g["grid"]) for g in data_grids(page.data.get("grids", []))}
     for g in page.data.get("grids", []):
         p, t, name = g["profile"], g["task"], g["grid"]
+        whose = ("the same for every scorer (the evaluation items')" if (p, t, name) in alike
+                 else "per scorer")
         out[safe_name("grid", p, t, name)] = (
-            track_of.get(t, "other"), f"{t} · {name}: mean over seeds per scorer, over "
+            track_of.get(t, "other"), f"{t} · {name}: mean over seeds {whose}, over "
                                       f"{g['rows_name']} × {g['cols_name']}, profile {p}.")
     return out
 
@@ -49,7 +53,8 @@ def plots_tab(page: PageData) -> Markup:
                  "baseline's mean dashed."),
         ("tuning, curves", "One panel per scorer, the baseline in grey in every panel."),
         ("grids", "A task's grid of results (e.g. error over length and noise), one panel "
-                  "per scorer, one colour scale."),
+                  "per scorer, one colour scale; one panel for a grid of the evaluation items, "
+                  "the same for every scorer."),
         ("cost", "Overall quality against a cost metric (log axis)."),
     ], "Grouped by track; click a plot to open it full size.", "Legend: the kinds of plot")]
     if not page.plots:
