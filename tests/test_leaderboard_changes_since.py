@@ -302,6 +302,17 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     late = changes([row("t", "m", "b", "n.s.")], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
+    # c never reaches the target, softmax only after the budget: the budget cut softmax's run
+    never = changes([row("t", "m", "c", "n.s.")], [], before, "softmax",
+                    convergence={"t": converged(0.9, c=None, softmax=3000.0)})
+    assert never["tasks"][0]["verdicts"][0][5] == (
+        "speed: the median seed never reached 0.9 (softmax: step 3,000); the earlier budget was "
+        "2,500 steps")
+    # part-way through the re-run, softmax has no records of the task yet: neither is known
+    early = changes([row("t", "m", "a", "n.s.")], [], before, "softmax",
+                    convergence={"t": converged(0.9, a=6000.0)})
+    assert early["tasks"][0]["verdicts"][0][5] == (
+        "not known yet: softmax has no records of the task")
     (moved,) = [table for table in markdown_tables(changes_section(ch))["What changed since old"]
                 if "speed or level" in table["headers"]]
     a = next(r for r in moved["rows"] if r["scorer"] == "a")

@@ -12,9 +12,11 @@ A task trained to convergence now (``meta.convergence``) and for a fixed number 
 earlier release (the last step of its learning curves there, the *budget*) adds to each moved
 verdict whether it moved by **speed** or by **level** (:func:`speed_or_level`): speed when the
 scorer's or the baseline's median seed reached the task's target only after that budget (the
-earlier release read it mid-run); level when both median seeds reached it within the budget, or
-one never did (a longer run did not change where it stands). Its rule names the records too:
-every record of such a task was re-run, whatever rule of the method moved with them.
+earlier release read that run mid-way); level when neither did: both reached it within the
+budget, or one never did while the other reached it within the budget (a longer run did not
+change where either stands). Where the scorer or the baseline has no records of the task yet, it
+says so. Its rule names the records too: every record of such a task was re-run, whatever rule
+of the method moved with them.
 """
 from __future__ import annotations
 
@@ -95,8 +97,11 @@ def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:
         summary = task["scorers"].get(label)
         return None if summary is None else summary.get("median_steps")
 
+    missing = [label for label in (scorer, baseline) if label not in task["scorers"]]
+    if missing:
+        return f"not known yet: {' and '.join(missing)} has no records of the task"
     mine, base = median(scorer), median(baseline)
-    late = None not in (mine, base) and max(mine, base) > budget
+    late = any(steps is not None and steps > budget for steps in (mine, base))
     reached = (f"never reached {task['target']:g}" if mine is None
                else f"reached {task['target']:g} at step {mine:,.0f}")
     return (f"{'speed' if late else 'level'}: the median seed {reached} ({baseline}: "
