@@ -12,9 +12,9 @@ from leaderboard.publishing.release import read_results
 from markdown_support import markdown_tables
 
 
-def row(task, metric, scorer, verdict="n.s.", tier=1):
+def row(task, metric, scorer, verdict="n.s.", tier=1, n=5):
     return {"profile": "cpu", "task": task, "metric": metric, "scorer": scorer,
-            "vs_baseline": verdict, "tier": tier}
+            "vs_baseline": verdict, "tier": tier, "n": n}
 
 
 def overall(scores):
@@ -31,7 +31,7 @@ BEFORE = {"meta": {"release": "old"},
 def test_verdicts_tiers_and_unmatched_rows_are_counted_per_task():
     now_rows = [row("t1", "m", "softmax", "", 3), row("t1", "m", "a", "n.s.", 1),
                 row("t1", "m", "b", "n.s.", 2), row("t1", "m", "c", "better"),
-                row("t2", "m", "a"), row("t2", "m", "new")]
+                row("t2", "m", "softmax", ""), row("t2", "m", "a"), row("t2", "m", "new")]
     ch = changes(now_rows, overall({"softmax": 0.9, "a": 0.7, "b": 0.5, "c": 0.3}), BEFORE,
                  "softmax")
     t1, t2 = ch["tasks"]
@@ -65,7 +65,8 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
                      informative=True),
                 dict(row("t", "m", "b", "uninformative", None), min_effect=1e-6,
                      informative=False),
-                dict(row("t", "m", "c", "n.s."), min_effect=1e-6, informative=True)]
+                dict(row("t", "m", "c", "n.s."), min_effect=1e-6, informative=True),
+                row("t", "m", "softmax", None)]
     claims = [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="premise absent"),
               dict(profile="cpu", id="j", scorer="x", metric="m2", verdict="uninformative"),
               dict(profile="cpu", id="k", scorer="y", metric="m", verdict="not run")]
@@ -280,7 +281,8 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     before = {"meta": {"release": "old", "curves": {"t": {"scorers": {"a": curve}}}},
               "rows": [row("t", "m", s, "worse") for s in "abc"] + [row("u", "m", "a", "worse")],
               "overall": []}
-    now = [row("t", "m", s, "n.s.") for s in "abc"] + [row("u", "m", "a", "n.s.")]
+    now = ([row("t", "m", s, "n.s.") for s in "abc"] + [row("u", "m", "a", "n.s.")]
+           + [row(task, "m", "softmax", None) for task in "tu"])
     ch = changes(now, [], before, "softmax", convergence={
         "t": converged(0.9, a=6000.0, b=2000.0, c=None, softmax=2200.0)})
     t, u = ch["tasks"]
@@ -293,23 +295,24 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     # every record of t was re-run, so the rule names the records beside any rule of the method
     assert {v[4] for v in t["verdicts"]} == {"the records, re-trained to convergence since"}
     assert u["verdicts"][0][4] == "the records or the test"
-    moved_too = changes([{**row("t", "m", "a", "n.s."), "min_effect": 0.02}], [],
+    base = [row("t", "m", "softmax", None)]
+    moved_too = changes([{**row("t", "m", "a", "n.s."), "min_effect": 0.02}, *base], [],
                         {**before, "rows": [{**row("t", "m", "a", "worse"), "min_effect": 0.01}]},
                         "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
     assert moved_too["tasks"][0]["verdicts"][0][4] == (
         "practical size: the metric's minimum effect changed; and the records, re-trained to "
         "convergence since")
-    late = changes([row("t", "m", "b", "n.s.")], [], before, "softmax",
+    late = changes([row("t", "m", "b", "n.s."), *base], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
     # c never reaches the target, softmax only after the budget: the budget cut softmax's run
-    never = changes([row("t", "m", "c", "n.s.")], [], before, "softmax",
+    never = changes([row("t", "m", "c", "n.s."), *base], [], before, "softmax",
                     convergence={"t": converged(0.9, c=None, softmax=3000.0)})
     assert never["tasks"][0]["verdicts"][0][5] == (
         "speed: the median seed never reached 0.9 (softmax: step 3,000); the earlier budget was "
         "2,500 steps")
-    # part-way through the re-run, softmax has no records of the task yet: neither is known
-    early = changes([row("t", "m", "a", "n.s.")], [], before, "softmax",
+    # part-way through the re-run, softmax has records but not the target's summary yet
+    early = changes([row("t", "m", "a", "n.s."), *base], [], before, "softmax",
                     convergence={"t": converged(0.9, a=6000.0)})
     assert early["tasks"][0]["verdicts"][0][5] == (
         "not known yet: softmax has no records of the task")
@@ -364,3 +367,17 @@ def test_sweep_records_of_an_older_task_version_never_join_the_tuning_summary():
     assert {r.task_version for r in under_way.records + under_way.sweeps} == {1}
     only_sweeps = current(LoadedRecords([], [], v1 + v2))
     assert {r.task_version for r in only_sweeps.sweeps} == {2}
+
+
+def test_a_task_whose_baseline_has_no_records_now_compares_no_verdicts():
+    """Part-way through a re-run the baseline has not run yet: its scorers' rows have no verdict
+    now, which is no change of verdict; the section says how many rows wait for it."""
+    before = {"meta": {"release": "old"}, "overall": [],
+              "rows": [row("t", "m", s, "worse") for s in ("softmax", "a", "b")]}
+    now = [row("t", "m", s, None) for s in ("a", "b")] + [row("t", "m", "softmax", None, n=0)]
+    ch = changes(now, [], before, "softmax")
+    (t,) = ch["tasks"]
+    assert (t["compared"], t["verdicts"], t["no_baseline_now"]) == (0, [], 2)
+    text = " ".join(changes_section(ch).split())
+    assert ("t (cpu): 2 rows in both not compared, as the baseline has no records of the task in "
+            "this release yet") in text

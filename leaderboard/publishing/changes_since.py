@@ -48,10 +48,12 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
     scorer, before, now, the rule that moved it] (and, on a task newly trained to convergence,
     :func:`speed_or_level` of ``convergence``, this release's ``meta.convergence``); per profile
     the overalls' rank correlation; the overall tiers and the claim verdicts that moved. The
-    baseline's own rows are left out."""
+    baseline's own rows are left out, and a task's rows are not compared where the baseline has
+    no records of it now (counted as ``no_baseline_now``)."""
     budgets = _budgets(earlier, convergence or {})
     before = {_key(r): r for r in earlier["rows"]}
     now = {_key(r): r for r in rows}
+    judged_now = {key[:2] for key, r in now.items() if key[3] == baseline and r["n"]}
     per_task: dict[tuple[str, str], dict] = {}
     for key in sorted(set(now) | set(before)):
         if key[3] == baseline:
@@ -61,6 +63,9 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
                                              "only_before": 0})
         if key not in before or key not in now:
             item["only_now" if key in now else "only_before"] += 1
+            continue
+        if key[:2] not in judged_now:     # part-way through a re-run: nothing to compare with
+            item["no_baseline_now"] = item.get("no_baseline_now", 0) + 1
             continue
         item["compared"] += 1
         a, b = before[key], now[key]

@@ -426,6 +426,10 @@ def changes_section(ch: dict) -> str:
                             str(t["only_now"]), str(t["only_before"])] for t in ch["tasks"]],
                           ["profile", "task", "rows in both", "verdicts changed",
                            "tiers changed", "rows new", "rows gone"], keep=2))
+    waiting = [t for t in ch["tasks"] if t.get("no_baseline_now")]
+    lines += bullets([f"{t['task']} ({t['profile']}): {t['no_baseline_now']} rows in both not "
+                      "compared, as the baseline has no records of the task in this release yet"
+                      for t in waiting])
     for o in ch["overall"]:
         rho = ("not computed (fewer than 3 scorers in both)" if o["rho"] is None
                else f"{o['rho']:.3f}")
