@@ -102,8 +102,15 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
     from ..scheduler import should_rerun
     from ..sweep import IF_UNLEARNED, dry_run_cells
 
+    read: dict[str, dict | None] = {}
+
+    def existing(cell):
+        if cell.id not in read:
+            read[cell.id] = store.existing(cell)
+        return read[cell.id]
+
     def current(cell):
-        record = store.existing(cell)
+        record = existing(cell)
         keep = record is not None and not stale_reason(record) and not should_rerun(record, rerun)
         return record if keep else None
 
@@ -113,7 +120,7 @@ def _dry_run(console, plan, store, rerun, workers: int = 1, declared: dict | Non
     for c in ("cell", "task", "scorer", "seed", "role", "would"):
         table.add_column(c)
     for p, note in cells:
-        record = store.existing(p.cell)
+        record = existing(p.cell)
         if record is None:
             would = "skip (" + p.skip_reason + ")" if p.skip_reason else "run"
         elif stale_reason(record):
