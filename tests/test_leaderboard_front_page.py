@@ -56,7 +56,7 @@ def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path
     text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
     assert ("Not in the headline until every scorer has records of it: task_c (3 of 4 scorers "
             "so far).") in text and "No verdict yet" not in text
-    assert "task_c: best mean error of the 3 scorers so far " in text
+    assert "task_c (3 scorers so far): best mean error " in text
 
 
 def test_a_leader_without_the_baseline_beside_it_gets_no_verdict(tmp_path):
@@ -68,8 +68,8 @@ def test_a_leader_without_the_baseline_beside_it_gets_no_verdict(tmp_path):
             write_record(tmp_path, make_record("task_c", scorer, seed, {"error": error + seed / 100},
                                                specs=ERROR))
     text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
-    assert ("task_c: best mean error of the 2 scorers so far good (0.22), no verdict: softmax has "
-            "no records of it yet.") in text
+    assert ("task_c (2 scorers so far): best mean error good (0.22), no verdict: softmax has no "
+            "records of it yet.") in text
     assert "not significantly better than softmax" not in text
 
 

@@ -76,8 +76,9 @@ def sentences(board) -> list[str]:
             shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
                                sorted(rests, key=lambda r: -(r["share"] or 0))
                                if not missing(r["share"]))
-            out.append(f"The headline rests on {len(rests)} tasks, each weighing 1/{len(rests)}; "
-                       f"their shares of its spread across scorers: {shares}.")
+            tasks = "1 task" if len(rests) == 1 else f"{len(rests)} tasks, each"
+            out.append(f"The headline rests on {tasks} weighing 1/{len(rests)}; their shares of "
+                       f"its spread across scorers: {shares}.")
         uninformative = {line.split(" (")[0] for line in board.meta.get("uninformative", [])
                          if f"({profile})" in line}
         outside = sorted(t for (p, t) in heads
@@ -118,8 +119,8 @@ def sentences(board) -> list[str]:
                 said = f"significantly better than {baseline} by more than the minimum effect"
             else:
                 said = f"not significantly better than {baseline} ({verdict or 'no verdict'})"
-            among = f" of the {len(run_by[task])} scorers so far" if task in pending else ""
-            out.append(f"{task}: best mean {metric}{among} {lead['scorer']} "
+            among = f" ({len(run_by[task])} scorers so far)" if task in pending else ""
+            out.append(f"{task}{among}: best mean {metric} {lead['scorer']} "
                        f"({lead['mean']:.4g}), {said}.")
         out += [_reliability_sentence(task, c, baseline)
                 for task, c in sorted((board.meta.get("convergence") or {}).items())
