@@ -65,8 +65,8 @@ def test_a_leader_without_the_baseline_beside_it_gets_no_verdict(tmp_path):
     board_of(tmp_path)
     for scorer, error in (("good", 0.2), ("bad", 0.4)):
         for seed in range(5):
-            write_record(tmp_path, make_record("task_c", scorer, seed, {"error": error + seed / 100},
-                                               specs=ERROR))
+            write_record(tmp_path, make_record("task_c", scorer, seed,
+                                               {"error": error + seed / 100}, specs=ERROR))
     text = " ".join(summary.sentences(build_board(tmp_path).with_release("r")))
     assert ("task_c (2 scorers so far): best mean error good (0.22), no verdict: softmax has no "
             "records of it yet.") in text

@@ -43,7 +43,6 @@ def _nanmean(a: np.ndarray, axis: int) -> np.ndarray:
         return np.nanmean(a, axis=axis)
 
 
-
 # Grids that describe a task's evaluation items, not a scorer's outcome: the same for every
 # scorer at a seed, since the items are drawn per seed. Each with what it measures.
 DATA_GRIDS = {

@@ -117,8 +117,9 @@ METHOD = """\
   the spread of the headline across scorers (Cov(task value / K, headline) / Var(headline) over
   K tasks; the shares sum to 1), and of the normalized score's. Equal weights bound what a task
   can move (1/K), not how much of the spread it carries: a task where scorers split into those
-  that learn it and those that do not carries more of the spread than tasks where most scorers sit near {baseline}; a task above half
-  of it is named under the table with the measured spread of each task's values.
+  that learn it and those that do not carries more of the spread than tasks where most scorers
+  sit near {baseline}; a task above half of it is named under the table with the measured spread
+  of each task's values.
 - **Informative**: every headline metric must show {baseline} clearly better than the task's
   trivial predictor (the lower end of its 95% interval on the normalized scale at least its
   rule's margin, 0.1 where the rule names none); a metric where {baseline} is worse than the
@@ -493,7 +494,8 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
 - **Precision**: ICL trains in fp32 in every profile, as the original (`precision` in the cell
   config); evaluation is fp32.
 """
-ICL_TASKS = ("icl_linear", "icl_quantifiers")
+# The paper's ICL tasks, whose training length the method's size bullet states.
+PAPER_ICL_TASKS = ("icl_linear", "icl_quantifiers")
 
 
 def size_text(meta: dict) -> str:
@@ -502,7 +504,7 @@ def size_text(meta: dict) -> str:
     converged = meta.get("convergence") or {}
     curves = meta.get("curves") or {}
     parts = []
-    for task in ICL_TASKS:
+    for task in PAPER_ICL_TASKS:
         if task in converged:
             parts.append(f"`{task}` until its validation metric converges, up to "
                          f"{converged[task]['cap']:,} steps")

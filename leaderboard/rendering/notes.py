@@ -127,7 +127,6 @@ def outside_overall(board) -> list[str]:
                 p == profile for p, _ in in_overall)]
 
 
-
 def data_grid_caption(g: dict) -> str:
     """The sentence above a data grid's table (leaderboard.method.grids.data_grids)."""
     return (f"**{g['task']} data** ({g['profile']}): `{g['grid']}`, {DATA_GRIDS[g['grid']]}. "

@@ -184,8 +184,8 @@ def grid_plots(board, outdir: Path) -> list[Path]:
         height = 2.6 * nrows + 0.5
         width = 3.4 * ncols + 1.0
         fig = Figure(figsize=(width, height), dpi=DPI)
-        fig.subplots_adjust(left=max(0.06, 0.6 / width), right=0.9, bottom=0.55 / height, top=1 - 0.95 / height,
-                            wspace=0.4, hspace=0.65)
+        fig.subplots_adjust(left=max(0.06, 0.6 / width), right=0.9, bottom=0.55 / height,
+                            top=1 - 0.95 / height, wspace=0.4, hspace=0.65)
         axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
         norm = _norm(values)
         image = None
