@@ -10,7 +10,11 @@ whose reporting records carry a stopping block with a ``target``, per scorer:
   cell that trains several), the mean over the seeds that reached it with a t interval, and how
   many did not;
 - **stops**: how many seeds converged, how many reached the cap, and how many had not learned
-  (passed ``learned_at``) by then.
+  (passed ``learned_at``) by then;
+- **convergence**: each seed's best step, where the rule found the best value it then stopped at
+  (a seed at the cap counts as slower than every seed that converged); the baseline's median
+  seed is the measurement behind the cap, which the protocol holds to at least
+  :data:`CAP_MULTIPLE` times it (:func:`cap_multiple`).
 
 A scorer whose seeds split (some reach the target, some do not) is marked so: the mean of its
 level is then a mean that no seed has.
@@ -25,6 +29,10 @@ from scipy.stats import binomtest
 from ..loading.choice import reached_target
 from ..loading.records import LoadedRecords, Record
 from .stats import ALPHA, t_interval
+
+
+# The least cap, in multiples of the baseline's convergence step (tasks.icl_training.CAP_MULTIPLE).
+CAP_MULTIPLE = 4
 
 
 def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, float, float]:
@@ -45,7 +53,8 @@ def seed_outcome(record: Record) -> dict | None:
             "target": blocks[0]["target"], "cap": blocks[0]["cap"],
             "reason": "cap" if any(b["reason"] == "cap" for b in blocks) else "converged",
             "learned": all(b["learned"] for b in blocks),
-            "stop_step": max(b["stop_step"] for b in blocks)}
+            "stop_step": max(b["stop_step"] for b in blocks),
+            "best_step": max(b["best_step"] or 0 for b in blocks)}
 
 
 def scorer_summary(outcomes: list[dict]) -> dict:
@@ -63,7 +72,9 @@ def scorer_summary(outcomes: list[dict]) -> dict:
             "cap": sum(o["reason"] == "cap" for o in outcomes),
             "not_learned": sum(not o["learned"] for o in outcomes),
             "stop_steps": sorted(o["stop_step"] for o in outcomes),
-            "median_steps": median_steps(outcomes)}
+            "best_steps": sorted(o["best_step"] for o in outcomes),
+            "median_steps": median_steps(outcomes),
+            "median_converged": median_converged(outcomes)}
 
 
 def median_steps(outcomes: list[dict]) -> float | None:
@@ -87,3 +98,21 @@ def summary(loaded: LoadedRecords) -> dict:
         out[task] = {"target": first["target"], "cap": first["cap"],
                      "scorers": {label: scorer_summary(o) for label, o in sorted(by_scorer.items())}}
     return out
+
+
+def median_converged(outcomes: list[dict]) -> float | None:
+    """The median seed's best step, a seed that ran to the cap counting as slower than every
+    seed that converged; None when the median seed ran to the cap."""
+    value = float(np.median([o["best_step"] if o["reason"] == "converged" else np.inf
+                             for o in outcomes]))
+    return None if np.isinf(value) or np.isnan(value) else value
+
+
+def cap_multiple(task: dict, baseline: str) -> float | None:
+    """The cap of a task's ``meta.convergence`` entry over its baseline's median convergence step
+    (0 where that median seed ran to the cap); None without the baseline's records."""
+    summary = task["scorers"].get(baseline)
+    if summary is None or "median_converged" not in summary:
+        return None
+    converged = summary["median_converged"]
+    return 0.0 if converged is None else task["cap"] / converged

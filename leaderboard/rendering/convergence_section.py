@@ -11,6 +11,7 @@ scorer whose seeds split says so), how the seeds stopped, and the neighbouring-r
 each verdict."""
 from __future__ import annotations
 
+from ..method.convergence import CAP_MULTIPLE, cap_multiple
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
 from .text import markdown_text, missing, num, verdict_mark
@@ -108,11 +109,39 @@ def method_text(board) -> str:
             "at k/k neighbouring rates\" or \"rate-sensitive\".")
 
 
+def cap_text(board) -> str | None:
+    """Per task, the cap against the baseline's convergence at its chosen rate (the protocol
+    holds it to at least CAP_MULTIPLE times the baseline's median convergence step)."""
+    baseline = board.meta.get("baseline", "softmax")
+    parts = []
+    for task, c in sorted(board.meta["convergence"].items()):
+        multiple = cap_multiple(c, baseline)
+        if multiple is None:
+            continue
+        s = c["scorers"][baseline]
+        seeds = ", ".join(f"{step:,}" for step in s["best_steps"])
+        at_cap = f"; {s['cap']} ran to the cap" if s["cap"] else ""
+        measured = (f"the median seed ran to the cap, {c['cap']:,} steps" if not multiple else
+                    f"the cap, {c['cap']:,} steps, is {multiple:.1f}x the median seed's "
+                    f"{s['median_converged']:,.0f}")
+        short = (f", below the protocol's {CAP_MULTIPLE}x: a scorer that slow reads \"not "
+                 "learned within the cap\", not \"slower\"" if multiple < CAP_MULTIPLE else "")
+        parts.append(f"{task}: {measured}{short} (the best step of each seed: {seeds}{at_cap})")
+    if not parts:
+        return None
+    return (f"The caps against {baseline}'s convergence, the step at which it reached the best "
+            "value the rule then stopped it at, on its reporting seeds: " + "; ".join(parts)
+            + ".")
+
+
 def markdown(board) -> str:
     """The release's section on level, speed and reliability; empty without convergence."""
     if not board.meta.get("convergence"):
         return ""
     lines = ["## Level, speed and reliability", "", wrap(method_text(board)), ""]
+    caps = cap_text(board)
+    if caps:
+        lines += [wrap(markdown_text(caps)), ""]
     headers = [h for h, _ in COLUMNS]
     for task in sorted(board.meta["convergence"]):
         body = [[markdown_text(c) if h in RECORD_TEXT else c for h, c in zip(headers, cells)]

@@ -171,6 +171,9 @@ def _convergence_tables(page: PageData, tasks: set[str]) -> list[Markup]:
         return []
     parts = [tag("h3", "Level, speed and reliability"),
              tag("p", convergence_section.method_text(page.board), class_="meta")]
+    caps = convergence_section.cap_text(page.board)
+    if caps:
+        parts.append(tag("p", caps, class_="meta"))
     for task in found:
         cells = convergence_section.task_rows(page.board, task)
         rows = [{"scorer": c[0], "cells": c} for c in cells]
