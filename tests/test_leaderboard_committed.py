@@ -350,3 +350,25 @@ def test_the_mqar_grid_reaches_every_rate_at_which_a_committed_seed_left_the_pla
                for s, rates in left.items()}
     assert {s: v for s, v in outside.items() if v} == {}, (low, high)
     assert min(min(v) for v in left.values()) < base[0]   # some learned only below the grid
+
+
+def test_each_cap_is_at_least_four_times_softmaxs_convergence_on_its_committed_records():
+    """The protocol holds the cap of a task trained to convergence to at least 4x the step at which
+    softmax converges; the profile sets it from calibration seeds at the default rate. Softmax's
+    committed reporting records at its chosen rate measure it again: the cap over their median
+    seed's best step (one that ran to the cap counting as slower than every seed that converged)
+    must be at least 4 on every task where they exist, MQAR at least."""
+    from leaderboard.loading.records import load_records
+    from leaderboard.loading.selection import current
+    from leaderboard.method.convergence import CAP_MULTIPLE, cap_multiple, summary
+    from suite.profiles import load_profile
+
+    repo = Path(__file__).resolve().parent.parent
+    tasks = load_profile("cpu").task_overrides
+    measured = {task: (c["cap"], cap_multiple(c, "softmax")) for task, c in
+                summary(current(load_records(repo / "leaderboard" / "records"))).items()}
+    measured = {task: m for task, m in measured.items() if m[1] is not None}
+    assert "icl_mqar" in measured, measured
+    for task, (cap, multiple) in measured.items():
+        assert cap == tasks[task]["train_steps"], (task, cap)
+        assert multiple >= CAP_MULTIPLE, (task, cap, multiple)
