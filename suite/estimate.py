@@ -43,9 +43,10 @@ Per cell, in this order:
    threads a cell of the run gets. A task without a step count (a Config field declared
    ``role="steps"``) runs once at full size. Curricula run at their final length throughout the
    calibration, so the estimate is an upper bound for them. A cell that stops when its
-   validation metric converges (``stop = "converged"``) is timed at the step where softmax
-   converges as its profile measured it (``softmax_converged_at``), the time at its cap beside it,
-   until records of its config give the lengths scorers really train. Another scorer's cell is that times
+   validation metric converges (``stop = "converged"``) is timed at the step where the rule stops
+   softmax (:func:`stop_after` its convergence as the profile measured it,
+   ``softmax_converged_at``), the time at its cap beside it, until records of its config give the
+   lengths scorers really train. Another scorer's cell is that times
    the scorer's step cost (an upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
@@ -61,6 +62,8 @@ The total of a task is the sum over its cells; with ``w`` workers the wall time 
 total / w (cells are independent).
 """
 from __future__ import annotations
+
+import math
 
 import statistics
 import tempfile
@@ -287,9 +290,21 @@ def calibrate(cell: Cell, device: str, *, run: Callable[[Cell, str], float] | No
     result = fit(cell, device, run=run or (lambda c, d: _timed_run(c, d, threads)))
     if converged_at is None or cell.config.get("stop") != "converged" or not result.steps_key:
         return result.seconds, result.how
-    early = replace(result, steps=min(converged_at, result.steps))
-    return early.seconds, (f"{result.how}, timed at softmax's convergence ({early.steps} steps; "
-                           f"a cell at its cap: {duration(result.seconds)})")
+    early = replace(result, steps=min(stop_after(converged_at, cell.config), result.steps))
+    return early.seconds, (f"{result.how}, timed at softmax's stop ({early.steps} steps, its best "
+                           f"at {converged_at}; a cell at its cap: {duration(result.seconds)})")
+
+
+def stop_after(best: int, config: dict) -> int:
+    """The step at which the stopping rule of ``config`` (tasks/stopping.py) ends a run whose
+    best evaluation is at step ``best`` and which gains nothing after it: ``patience``
+    evaluations later, or, with ``patience_fraction`` f, once those evaluations are also f of all
+    of them (f = 0.5: at twice its best step)."""
+    every = config.get("eval_every", 100)
+    fraction = config.get("patience_fraction", 0.0)
+    evaluations = best // every
+    wait = max(config.get("patience", 5), math.ceil(fraction * evaluations / (1 - fraction)))
+    return (evaluations + wait) * every
 
 
 def _timed_run(cell: Cell, device: str, threads: int = 0) -> tuple[float, float, float | None]:

@@ -495,14 +495,27 @@ def test_calibration_runs_on_the_threads_a_cell_gets_and_reads_the_training_phas
     assert seen == [1, before]
 
 
-def test_a_converged_cell_is_timed_at_softmaxs_convergence_with_its_cap_beside():
+def test_a_converged_cell_is_timed_at_softmaxs_stop_with_its_cap_beside():
+    """Softmax's best at step 1,000: a fixed wait of 5 evaluations of 100 steps stops it at
+    1,500; a wait of half the run at 2,000, where tasks.stopping.Plateau stops it too."""
+    from tasks.stopping import Plateau
+
     def run(c, device):
         return 2.0 + 0.01 * c.config["train_steps"]
 
-    config = {"train_steps": 4000, "stop": "converged"}
+    config = {"train_steps": 4000, "stop": "converged", "eval_every": 100, "patience": 5}
     seconds, how = calibrate(cell(config=config), "cpu", run=run, converged_at=1000)
-    assert seconds == pytest.approx(2.0 + 0.01 * 1000)
-    assert "1000 steps" in how and "at its cap: 42 s" in how
+    assert seconds == pytest.approx(2.0 + 0.01 * 1500)
+    assert "1500 steps, its best at 1000" in how and "at its cap: 42 s" in how
+    half = {**config, "patience_fraction": 0.5}
+    seconds, _ = calibrate(cell(config=half), "cpu", run=run, converged_at=1000)
+    assert seconds == pytest.approx(2.0 + 0.01 * 2000)
+    rule = Plateau("higher", 5, 0.0, patience_fraction=0.5)
+    for step in range(100, 4001, 100):
+        rule.observe(step, min(step, 1000))
+        if rule.done():
+            break
+    assert step == 2000
     capped, _ = calibrate(cell(config={**config, "stop": "steps"}), "cpu", run=run,
                           converged_at=1000)
     assert capped == pytest.approx(2.0 + 0.01 * 4000)        # a fixed length runs in full
