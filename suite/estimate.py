@@ -46,8 +46,8 @@ Per cell, in this order:
    validation metric converges (``stop = "converged"``) is timed at the step where the rule stops
    softmax (:func:`stop_after` its convergence as the profile measured it,
    ``softmax_converged_at``), the time at its cap beside it, until records of its config give the
-   lengths scorers really train. Another scorer's cell is that times
-   the scorer's step cost (an upper bound where part of a cell does not scale with it).
+   lengths scorers really train. Another scorer's cell is that times the scorer's step cost (an
+   upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
 model, the decoder or the encoder), measured once per dry run by ``bench_train`` at its small
