@@ -27,6 +27,13 @@ from ..loading.records import LoadedRecords, Record
 from .convergence import seed_outcome
 
 
+def budget(curves: dict, task: str) -> int | None:
+    """The step a release's learning curves of ``task`` end at (``meta.curves``): its step budget
+    where it trained a fixed number of steps; None without curves of it."""
+    scorers = (curves.get(task) or {}).get("scorers")
+    return max(max(c["step"]) for c in scorers.values()) if scorers else None
+
+
 def _band(values: np.ndarray) -> tuple[float, float, float]:
     """Mean and 95% t-interval of the finite values (the interval is the mean itself for one)."""
     v = values[np.isfinite(values)]

@@ -24,6 +24,7 @@ from collections import defaultdict
 
 from scipy import stats as scipy_stats
 
+from ..method.curves import budget
 from ..method.stats import tolerance
 
 RECORDS = "the records or the test"
@@ -91,8 +92,7 @@ def _budgets(earlier: dict, convergence: dict) -> dict[str, int]:
     if earlier["meta"].get("convergence"):
         return {}
     curves = earlier["meta"].get("curves") or {}
-    return {task: max(max(c["step"]) for c in curves[task]["scorers"].values())
-            for task in convergence if task in curves and curves[task]["scorers"]}
+    return {task: steps for task in convergence if (steps := budget(curves, task)) is not None}
 
 
 def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:

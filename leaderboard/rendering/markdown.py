@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..loading.schema import TRACKS
+from ..method.curves import budget
 from . import convergence_section, curves_section, notes, summary, track_section, tuning_section
 from .columns import DETAIL_MAX_SCORERS, field, labels
 from .markdown_layout import Notes, block, bullets, fitted, wrap
@@ -508,8 +509,7 @@ def size_text(meta: dict) -> str:
         if task in converged:
             parts.append(f"`{task}` until its validation metric converges, up to "
                          f"{converged[task]['cap']:,} steps")
-        elif curves.get(task, {}).get("scorers"):
-            steps = max(max(c["step"]) for c in curves[task]["scorers"].values())
+        elif (steps := budget(curves, task)) is not None:
             parts.append(f"`{task}` for {steps:,} steps")
     trained = f" In this release they train {' and '.join(parts)}." if parts else ""
     return ("**Size**: the cpu profile trains 2-layer, 32-wide models with a shorter curriculum, "
