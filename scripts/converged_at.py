@@ -28,8 +28,7 @@ from tasks.stopping import Plateau, replay  # noqa: E402
 
 def replayed(block: dict, direction: str, args) -> tuple[Plateau, bool]:
     """The rule with the arguments' settings after the run of ``block``, and whether it stopped."""
-    rule = Plateau(direction, args.patience, args.tolerance, learned_at=args.learned_at,
-                   target=args.target, patience_fraction=args.patience_fraction)
+    rule = Plateau.of(args, direction)
     return rule, replay(rule, block["curve"]) is not None
 
 

@@ -264,8 +264,7 @@ class BestState:
 
     def __init__(self, cfg: ICLTaskConfig, validation: ValidationData, direction: str):
         self.cfg, self.validation = cfg, validation
-        self.plateau = Plateau(direction, cfg.patience, cfg.tolerance, learned_at=cfg.learned_at,
-                               target=cfg.target, patience_fraction=cfg.patience_fraction)
+        self.plateau = Plateau.of(cfg, direction)
         self.grown = cfg.curriculum().last_growth() + 1
         self.state: dict[str, torch.Tensor] | None = None
 

@@ -46,6 +46,14 @@ class Plateau:
     target_step: int | None = None   # the first evaluation at or past target
     patience_fraction: float = 0.0   # the wait's share of the evaluations so far, where longer
 
+    @classmethod
+    def of(cls, settings, direction: str) -> Plateau:
+        """The rule of ``settings``, anything with the five settings as attributes (``patience``,
+        ``tolerance``, ``learned_at``, ``target``, ``patience_fraction``: a task's config, a
+        script's arguments), for a metric in ``direction``."""
+        return cls(direction, settings.patience, settings.tolerance, learned_at=settings.learned_at,
+                   target=settings.target, patience_fraction=settings.patience_fraction)
+
     def observe(self, step: int, value: float | None) -> bool:
         """Record the metric after ``step`` optimizer steps; True when it is the new best."""
         value = finite(value)

@@ -295,8 +295,7 @@ def test_every_committed_converged_run_stopped_where_its_own_rule_stops_its_reco
         direction = record["extra"]["validation"]["direction"]
         sign = 1 if direction == "higher" else -1
         for block in stopping_blocks(record["extra"]):
-            rule = Plateau(direction, cfg.patience, cfg.tolerance, learned_at=cfg.learned_at,
-                           target=cfg.target, patience_fraction=cfg.patience_fraction)
+            rule = Plateau.of(cfg, direction)
             stop = replay(rule, block["curve"], cfg.curriculum().last_growth() + 1)
             where = f"{task.name} {record['cell_id']}"
             assert block["reason"] == ("cap" if stop is None else "converged"), where
