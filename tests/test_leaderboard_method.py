@@ -172,15 +172,48 @@ def test_not_applicable_is_not_a_failure(tmp_path):
     assert "6 skipped cell(s)" in failed_cells_sentence(board)
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}
     assert overall["flash_only"]["n_tasks"] == 0 and overall["flash_only"]["tasks_skipped"] == 1
-    # A task that cannot run a scorer reads n/a with the reason as a note, and the overall names
-    # the task in a note.
-    (stats,) = markdown_tables(track_table(board, "icl"))["icl_linear · error ↓"]
-    mean = row(stats, "flash_only")["mean [95% CI]"]
-    assert mean.startswith("n/a") and stats["notes"][mark_of(mean)] == "needs a GPU"
+    # A scorer that runs none of a section's tasks is out of its tables, with its reason once,
+    # and the overall names the task in a note.
+    icl = track_table(board, "icl")
+    (stats,) = markdown_tables(icl)["icl_linear · error ↓"]
+    assert "flash_only" not in {r["scorer"] for r in stats["rows"]}
+    assert ("- flash_only runs none of this section's tasks, so is in none of its tables: needs a "
+            "GPU.") in " ".join(icl.split())
     main = markdown_tables(overall_table(board))[None][0]
     tasks = next(r for r in main["rows"] if r["scorer"] == "flash_only")["tasks"]
     assert tasks.startswith("0 (+1 n/a") and main["notes"][mark_of(tasks)].startswith(
         "n/a: icl_linear")
+
+
+def test_a_scorer_off_a_sections_tasks_is_stated_once_and_one_off_a_task_reads_n_a(tmp_path):
+    """A scorer skipped on every task of a track leaves the section's tables for one line with
+    what its reasons share (not each task's clause); one skipped on some of them keeps its rows,
+    n/a with the reason as a note."""
+    def track_only(task):
+        return f"scorer 'ssa_n2' runs on the encoder track only; task '{task}' is on the icl track"
+
+    for seed in range(3):
+        for task in ("icl_linear", "icl_mqar"):
+            write_record(tmp_path, make_record(task, "softmax", seed, {"error": 0.3 + seed / 100}))
+            write_record(tmp_path, make_record(task, "ssa_n2", seed, status="skipped",
+                                               message=track_only(task)))
+        write_record(tmp_path, make_record("icl_linear", "flash_only", seed, {"error": 0.2}))
+        write_record(tmp_path, make_record("icl_mqar", "flash_only", seed, status="skipped",
+                                           message="needs a GPU"))
+    icl = track_table(build_board(tmp_path), "icl")
+    tables = markdown_tables(icl)
+    assert "ssa_n2" not in " ".join(icl.split()).replace(
+        "- ssa_n2 runs none of this section's tasks, so is in none of its tables: scorer 'ssa_n2' "
+        "runs on the encoder track only.", "")
+    (mqar,) = tables["icl_mqar · error ↓"]
+    mean = row(mqar, "flash_only")["mean [95% CI]"]
+    assert mean.startswith("n/a") and mqar["notes"][mark_of(mean)] == "needs a GPU"
+    (linear,) = tables["icl_linear · error ↓"]
+    assert row(linear, "flash_only")["n"] == "3"
+    (matrix,) = tables[None]   # the section's matrix, before the first metric's heading
+    cell = row(matrix, "flash_only")["icl_mqar · error ↓"]
+    assert cell.startswith("n/a") and matrix["notes"][mark_of(cell)] == "needs a GPU"
+    assert "ssa_n2" not in {r["scorer"] for r in matrix["rows"]}
 
 
 def test_records_without_anchors_aggregate_and_stay_out_of_the_overall(tmp_path):

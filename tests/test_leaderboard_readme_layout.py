@@ -152,6 +152,9 @@ def test_the_matrix_marks_each_mean_against_the_baseline(board, readme):
     matrix = merged(markdown_tables(readme)["In-context learning (ICL)"])
     marks = {"better": "▲", "worse": "▼", "uninformative": "–"}
     for (task, metric, scorer), r in rows.items():
+        if scorer == "gpu_only":   # runs none of the section's tasks: named above its tables
+            assert scorer not in matrix
+            continue
         column = next(h for h in matrix["softmax"] if h.startswith(f"{task} · {metric} "))
         cell = matrix[scorer][column]
         if scorer == "softmax" or not r["n"]:
@@ -173,17 +176,14 @@ def test_provenance_is_stated_once_per_release(readme):
             assert not {"date", "harness", "hardware"} & set(table["headers"])
 
 
-def test_an_na_reason_is_a_note_under_its_table(readme):
+def test_a_scorer_that_runs_no_task_of_a_section_is_named_once_with_its_reason(readme):
     assert not [line for line in readme.splitlines() if line.startswith("|")
                 and "needs a GPU" in line]
     for heading, stats in metric_tables(readme).items():
-        mean = row(stats, "gpu_only")["mean [95% CI]"]
-        assert mean.startswith("n/a") and stats["notes"][mark_of(mean)] == GPU_REASON, heading
-    matrix = markdown_tables(readme)["In-context learning (ICL)"]   # its parts, notes after all
-    notes = {mark: text for table in matrix for mark, text in table["notes"].items()}
-    for table in matrix:
-        cell = row(table, "gpu_only")[table["headers"][1]]
-        assert notes[mark_of(cell)] == GPU_REASON
+        assert "gpu_only" not in {r["scorer"] for r in stats["rows"]}, heading
+    flat = " ".join(readme.split())
+    line = f"- gpu_only runs none of this section's tasks, so is in none of its tables: {GPU_REASON}"
+    assert flat.count(line) == 1
     (failed,) = markdown_tables(readme)["Failed and skipped cells"]
     assert FAILURE in failed["notes"].values()
 

@@ -1,8 +1,11 @@
 """A track's section of the release README: per profile, one matrix of scorers × headline
 metrics (each mean with its mark against the baseline), then per metric a table of its
 statistics, each with the lines that belong to it (its power, why it has no verdict, the reasons
-of its n/a cells as numbered notes)."""
+of its n/a cells as numbered notes). A scorer that runs none of the section's tasks is named once
+above them, with its reason, instead of a row of n/a in every table."""
 from __future__ import annotations
+
+import os
 
 import pandas as pd
 
@@ -132,6 +135,27 @@ def data_grid_tables(board, profile: str, tasks: set[str]) -> list[str]:
     return out
 
 
+def shared_reason(reasons: list[str]) -> str:
+    """What every one of ``reasons`` says: the one reason, else their common beginning up to its
+    last clause (a scorer's "runs on the encoder track only" without each task's own clause),
+    else all of them."""
+    distinct = sorted(set(reasons))
+    if len(distinct) == 1:
+        return distinct[0]
+    cut = os.path.commonprefix(distinct).rfind("; ")
+    return distinct[0][:cut] if cut > 0 else "; ".join(distinct)
+
+
+def off_track(rows: list[dict]) -> dict[str, str]:
+    """The scorers that run none of the rows' tasks (every row of theirs n/a, for a stated
+    reason), each with the reason its rows share."""
+    by_scorer: dict[str, list[dict]] = {}
+    for r in rows:
+        by_scorer.setdefault(r["scorer"], []).append(r)
+    return {s: shared_reason([r["na_reason"] for r in srows]) for s, srows in by_scorer.items()
+            if all(not r["n"] and r["n_na"] and r.get("na_reason") for r in srows)}
+
+
 def track_section(board, track: str, level: int = 2) -> list[str]:
     """The body of a track's section (under its heading)."""
     rows = shown_rows(board, track)
@@ -139,10 +163,16 @@ def track_section(board, track: str, level: int = 2) -> list[str]:
         return ["No records for this track in this release.", ""]
     baseline = board.meta.get("baseline", "softmax")
     judged = track not in DESCRIPTIVE_TRACKS
+    absent = off_track(rows)
+    if len(absent) == len({r["scorer"] for r in rows}):
+        absent = {}
+    rows = [r for r in rows if r["scorer"] not in absent]
     groups = metric_groups(rows)
     profiles = sorted({r["profile"] for r in rows})
     out = [] if judged else [
         "Descriptive: no better/worse, tiers or ranks; not part of the overall.", ""]
+    out += bullets([f"{s} runs none of this section's tasks, so is in none of its tables: "
+                    f"{reason}." for s, reason in absent.items()])
     for profile in profiles:
         prows = [r for r in rows if r["profile"] == profile]
         out += matrix(board, profile, groups, judged)
