@@ -225,7 +225,7 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     ssa, soft = level["ssa"], level["softmax"]
     assert ssa["level at the stop"].startswith("error 0.1") and "▲" in ssa["level at the stop"]
     speed = "speed: steps to the target [95% CI]"
-    assert ssa[speed] == "1000 [752, 1248]; 2 of 5 did not reach it"
+    assert ssa[speed] == "1,000 [752, 1,248]; 2 of 5 did not reach it"
     assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
                                                  "the target")
     assert ssa["stops"] == "3 converged, 2 at the cap, 2 not learned within the cap"
@@ -268,7 +268,7 @@ def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_ne
         write_record(root, converged_record("quick", seed, 0.3, 300 + 100 * seed))
         write_record(root, converged_record("relu", seed, 0.7, None, stop=2000))
     text = " ".join(summary.sentences(release_board(load_records(root), "r1", n_boot=200)))
-    assert ("icl_mqar, trained until its validation metric converges (target 0.9, cap 2000 "
+    assert ("icl_mqar, trained until its validation metric converges (target 0.9, cap 2,000 "
             "steps): 2 of 4 scorers reach the target on every seed; seeds split for ssa (3/5); "
             "no seed reaches it within the cap for relu. Fewest steps to the target of them, "
             "mean over seeds: quick (500; softmax 680).") in text

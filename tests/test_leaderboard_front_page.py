@@ -13,10 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ERROR = {"error": {"direction": "lower", "headline": True, "floor": 1.0, "ceiling": 0.0}}
 
 
-def board_of(tmp_path):
+def board_of(tmp_path, tasks=("task_a", "task_b")):
     rng = np.random.default_rng(0)
     means = {"softmax": 0.30, "good": 0.20, "bad": 0.45, "same": 0.30}
-    for task in ("task_a", "task_b"):
+    for task in tasks:
         noise = rng.normal(0, 0.01, 5)
         for scorer, m in means.items():
             for seed in range(5):
@@ -35,6 +35,12 @@ def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_lead
     for task in ("task_a", "task_b"):
         assert (f"{task}: best mean error good" in text
                 and "significantly better than softmax by more than the minimum effect" in text)
+
+
+def test_a_headline_on_one_task_names_it_without_weights_or_shares(tmp_path):
+    text = " ".join(summary.sentences(board_of(tmp_path, tasks=("task_a",))))
+    assert "The headline rests on 1 task, task_a." in text
+    assert "weighing" not in text and "shares of its spread" not in text
 
 
 def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path):

@@ -38,9 +38,9 @@ def speed_text(s: dict) -> str:
     speed = s["speed"]
     if speed is None:
         return f"none of {s['seeds']} reached it"
-    text = f"{speed['mean']:.0f}"
+    text = f"{speed['mean']:,.0f}"
     if not missing(speed.get("lo")) and not missing(speed.get("hi")):
-        text += f" [{speed['lo']:.0f}, {speed['hi']:.0f}]"
+        text += f" [{speed['lo']:,.0f}, {speed['hi']:,.0f}]"
     if s["not_reached"]:
         text += f"; {s['not_reached']} of {s['seeds']} did not reach it"
     return text
@@ -93,7 +93,7 @@ def task_rows(board, task: str) -> list[list[str]]:
 
 
 def method_text(board) -> str:
-    targets = "; ".join(f"{task}: target {c['target']:g}, cap {c['cap']} steps"
+    targets = "; ".join(f"{task}: target {c['target']:g}, cap {c['cap']:,} steps"
                         for task, c in sorted(board.meta["convergence"].items()))
     return ("The synthetic tasks train until their validation metric stops improving, or to a "
             f"cap ({targets}), and report the checkpoint with the best validation value. Three "

@@ -76,9 +76,9 @@ def sentences(board) -> list[str]:
             shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
                                sorted(rests, key=lambda r: -(r["share"] or 0))
                                if not missing(r["share"]))
-            tasks = "1 task" if len(rests) == 1 else f"{len(rests)} tasks, each"
-            out.append(f"The headline rests on {tasks} weighing 1/{len(rests)}; their shares of "
-                       f"its spread across scorers: {shares}.")
+            out.append(f"The headline rests on 1 task, {rests[0]['task']}." if len(rests) == 1
+                       else f"The headline rests on {len(rests)} tasks, each weighing "
+                            f"1/{len(rests)}; their shares of its spread across scorers: {shares}.")
         uninformative = {line.split(" (")[0] for line in board.meta.get("uninformative", [])
                          if f"({profile})" in line}
         outside = sorted(t for (p, t) in heads
@@ -137,7 +137,7 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
              if s["split"]]
     never = sorted(label for label, s in scorers.items() if not s["reached"])
     text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
-            f"cap {c['cap']} steps): {len(every)} of {len(scorers)} scorers reach the target on "
+            f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach the target on "
             "every seed")
     if split:
         text += f"; seeds split for {', '.join(split)}"
@@ -147,10 +147,10 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     if every:
         steps = {label: s["speed"]["mean"] for label, s in every.items()}
         fastest = min(steps, key=lambda label: (steps[label], label))
-        base = (f"; {baseline} {steps[baseline]:.0f}"
+        base = (f"; {baseline} {steps[baseline]:,.0f}"
                 if baseline in steps and fastest != baseline else "")
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
-                 f"({steps[fastest]:.0f}{base}).")
+                 f"({steps[fastest]:,.0f}{base}).")
     return text
 
 
