@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from leaderboard.rendering import summary
+from leaderboard.rendering import notes, summary
 from leaderboard.method.aggregate import build_board
 from leaderboard.publishing.release import write_leaderboard_md
 from leaderboard_fakes import make_record, write_record
@@ -29,18 +29,22 @@ def board_of(tmp_path, tasks=("task_a", "task_b")):
 def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_leader(tmp_path):
     lines = summary.sentences(board_of(tmp_path))
     text = " ".join(lines)
-    assert re.search(r"1 of 4 scorers share the top tier .*: good\.", text)
+    assert re.search(r"good alone of 4 scorers is in the top tier of the headline \(", text)
     assert "softmax is in tier 2" in text
     assert "each weighing 1/2" in text
     for task in ("task_a", "task_b"):
         assert (f"{task}: best mean error good" in text
                 and "significantly better than softmax by more than the minimum effect" in text)
+        assert f"{task} against softmax, by headline metric: error better (good), worse (bad" \
+            in text
 
 
 def test_a_headline_on_one_task_names_it_without_weights_or_shares(tmp_path):
-    text = " ".join(summary.sentences(board_of(tmp_path, tasks=("task_a",))))
+    board = board_of(tmp_path, tasks=("task_a",))
+    text = " ".join(summary.sentences(board))
     assert "The headline rests on 1 task, task_a." in text
     assert "weighing" not in text and "shares of its spread" not in text
+    assert not [line for line in notes.rests_on_lines(board) if "carries" in line]
 
 
 def test_a_task_only_the_baseline_has_run_is_said_to_await_its_verdicts(tmp_path):

@@ -352,6 +352,11 @@ def test_a_task_run_by_some_scorers_only_stays_out_of_overall(tmp_path):
         for seed, ppl in enumerate([260.0, 262.0, 261.0]):
             write_record(tmp_path, make_record("decoder_lm", scorer, seed, {
                 "perplexity": ppl, "accuracy": 0.25}, specs=specs, track="decoder"))
+    for scorer in ("relu", "relu2", "sigmoid"):     # skipped cells: the task was not run by them
+        for seed in range(3):
+            write_record(tmp_path, make_record("decoder_lm", scorer, seed, status="skipped",
+                                               message="needs a GPU", specs=specs,
+                                               track="decoder"))
     board = build_board(tmp_path, n_boot=N_BOOT)
     assert set(board.task_scores["task"]) == {"icl_linear"}
     overall = {r["scorer"]: r for r in board.overall.to_dict(orient="records")}

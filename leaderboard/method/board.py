@@ -80,6 +80,11 @@ FRAMES = {"rows": ROW_COLUMNS, "overall": OVERALL_COLUMNS, "failed_cells": FAILE
           "overall_tasks": OVERALL_TASK_COLUMNS}
 
 
+def ran(row: dict) -> bool:
+    """Whether a row's scorer ran its task: not every one of its cells was skipped."""
+    return row["n_skipped"] < row["n_cells"]
+
+
 def _clean(value: Any, kind: str) -> Any:
     """A cell value as the plain JSON type of its column (NaN, NA and None become None)."""
     if value is None or value is pd.NA or (isinstance(value, (float, np.floating))

@@ -35,6 +35,13 @@ from .stats import ALPHA, t_interval
 CAP_MULTIPLE = 4
 
 
+def still_improving(summary: dict) -> int:
+    """A scorer's seeds (its ``scorer_summary``) that learned and still improved when the cap
+    stopped them: the rule had not seen their wait out, so their level at the cap is not a
+    converged one (a run that never learned trains to the cap too)."""
+    return summary["cap"] - summary["not_learned"]
+
+
 def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, float, float]:
     """(fraction, low, high): the exact binomial interval of ``reached`` out of ``seeds``."""
     ci = binomtest(reached, seeds).proportion_ci(confidence_level=1 - alpha, method="exact")

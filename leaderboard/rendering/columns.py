@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..method.board import ran
 from ..method.stats import METHODS
 from .text import missing
 
@@ -122,8 +123,8 @@ FIELDS = {
               "(n/a, named) is left out of its task score.", "int"),
         Field("tier1_tasks", "tier-1 tasks", "Tasks (by headline metric) where the scorer is in "
               "tier 1; higher is better.", "int"),
-        Field("n_failed", "failed cells", "Failed cells of all cells run (by failure kind); 0 "
-              "is best.", "text"),
+        Field("n_failed", "failed cells", "Failed cells of all the scorer's cells, skipped ones "
+              "counted (by failure kind); 0 is best.", "text"),
         Field("provenance", "provenance", "Date, harness git commit and hardware of the "
               "records (click to expand).", "text"),
     ),
@@ -182,9 +183,10 @@ def shown_rows(board, track: str) -> list[dict]:
     has_headline = {(r["profile"], r["task"]) for r in rows if r["headline"]}
     scorers: dict[tuple[str, str], set] = {}
     for r in rows:
-        scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+        if ran(r):
+            scorers.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
     return [r for r in rows if r["headline"] or (r["profile"], r["task"]) not in has_headline
-            or len(scorers[(r["profile"], r["task"])]) <= DETAIL_MAX_SCORERS]
+            or len(scorers.get((r["profile"], r["task"]), ())) <= DETAIL_MAX_SCORERS]
 
 
 def field(frame: str, key: str) -> Field:

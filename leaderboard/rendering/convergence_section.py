@@ -11,7 +11,7 @@ scorer whose seeds split says so), how the seeds stopped, and the neighbouring-r
 each verdict."""
 from __future__ import annotations
 
-from ..method.convergence import CAP_MULTIPLE, cap_multiple
+from ..method.convergence import CAP_MULTIPLE, cap_multiple, still_improving
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
 from .text import markdown_text, missing, num, verdict_mark
@@ -53,8 +53,9 @@ def reliability_text(s: dict) -> str:
 
 
 def stops_text(s: dict) -> str:
+    rising = (f" ({still_improving(s)} still improving there)" if still_improving(s) else "")
     never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
-    return f"{s['converged']} converged, {s['cap']} at the cap{never}"
+    return f"{s['converged']} converged, {s['cap']} at the cap{rising}{never}"
 
 
 def _headline_rows(board, task: str) -> dict[str, list[dict]]:
@@ -103,7 +104,9 @@ def method_text(board) -> str:
             "validation metric, the mean over the seeds that reach it with its 95% t interval, "
             "and how many seeds do not; the **reliability**, the fraction of seeds that reach "
             "the target with its exact (Clopper-Pearson) 95% interval. A scorer whose seeds "
-            "split reads so: its mean level is then a mean that no seed has. Beside each "
+            "split reads so: its mean level is then a mean that no seed has. A seed the cap "
+            "stopped while it still improved has not reached its level: where most of a "
+            "scorer's seeds did, a verdict on its level is partly one on its speed. Beside each "
             "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
             "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
             "at k/k neighbouring rates\" or \"rate-sensitive\".")

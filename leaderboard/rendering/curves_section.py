@@ -91,11 +91,15 @@ def _reach(s: dict) -> str:
     if "seed_curves" in s:
         reached = sum(seed["reached"] for seed in s["seed_curves"])
         return f"seeds split: {reached} of {len(s['seed_curves'])} reach it"
-    return "–" if s.get("reach_step") is None else str(s["reach_step"])
+    return "–" if s.get("reach_step") is None else f"{s['reach_step']:,}"
 
 
 def _finite(x) -> bool:
     return x is not None and bool(np.isfinite(x))
+
+
+def steps_text(x) -> str:
+    return f"{x:,.0f}"
 
 
 def _num(x, fmt=lambda x: f"{x:.4g}") -> str:
@@ -132,7 +136,7 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
         finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
         body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
                  _reach(s)]
-                + ([_num(s.get("stop_step"))] if dense else [])
+                + ([_num(s.get("stop_step"), steps_text)] if dense else [])
                 for label, s in sorted(c["scorers"].items())]
         lines += [f"### {markdown_text(key)} ({metric}, {c['direction']} is better)", ""]
         lines += block(fitted(body, headers))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..loading.schema import TRACKS
+from ..method.board import ran
 from ..method.curves import budget
 from . import convergence_section, curves_section, notes, summary, track_section, tuning_section
 from .columns import DETAIL_MAX_SCORERS, field, labels
@@ -158,7 +159,7 @@ def skipped_tasks(board) -> dict[tuple[str, str], list[str]]:
     in_overall = {(t["profile"], t["task"]) for t in _records(board.overall_tasks)}
     out: dict[tuple[str, str], set[str]] = {}
     for r in _records(board.rows):
-        if (r["n_cells"] and r["n_skipped"] == r["n_cells"]
+        if (r["n_cells"] and not ran(r)
                 and (r["profile"], r["task"]) in in_overall):
             out.setdefault((r["profile"], r["scorer"]), set()).add(r["task"])
     return {key: sorted(tasks) for key, tasks in out.items()}
@@ -481,7 +482,8 @@ labels, read-out, loss, curriculum, model and optimizer match; these differ.
   the zero predictor (`mse_over_zero_*`, pooled over lengths) are secondary. The raw mean is
   mostly the few largest-σ cells, where every model is near the zero predictor: where that
   leaves it uninformative, `mse_over_zero_shifted`, which weighs every cell of the grid alike,
-  is the headline in its place, and the out-of-distribution claim is judged on it.
+  is the headline in its place; the out-of-distribution claim stays on `mse_T9_shifted`, the
+  paper's figure, and reads uninformative there.
 - **Out-of-distribution sequences are independent draws**; the original seeds element (i, j) with
   100i + 10j, so its sequences are overlapping shifted copies and every shorter T is a prefix of
   the longer ones (its curves are monotone by construction). Ours is the better design; compare
@@ -516,8 +518,8 @@ def size_text(meta: dict) -> str:
             f"on smaller grids; the paper profile is the paper's size.{trained} Each record's "
             "config (`cell.config`) holds its curriculum and evaluated lengths. A profile may "
             "demote a headline that cannot separate scorers at its size (`headline_metrics` in "
-            "the cell config): at cpu, `icl_quantifiers` `error_id` (0 for every scorer) is "
-            "secondary.")
+            "the cell config): at cpu, `icl_quantifiers` `error_id`, near 0 for every model at "
+            "that size, is secondary.")
 
 
 def method_text(meta: dict) -> str:

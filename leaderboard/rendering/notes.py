@@ -8,15 +8,25 @@ import math
 
 import numpy as np
 
-from ..method.board import DESCRIPTIVE_TRACKS
+from ..method.board import DESCRIPTIVE_TRACKS, ran
 from ..method.grids import DATA_GRIDS
 from .text import ABOVE_CEILING, BELOW_FLOOR, NOT_LEARNED, missing
 
-LEGEND = (f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance, the trivial "
-          f"predictor); {ABOVE_CEILING} above 1; shown as they are, clipped to [0, 1] only inside "
-          f"the overall. {NOT_LEARNED} the scorer did not clearly learn the task in distribution "
-          "(its in-distribution metric is not clearly above the floor by the rule the "
-          "baseline's informativeness uses).")
+
+def legend(rows: list[dict]) -> list[str]:
+    """The legend of the marks that ``rows`` carry: ▽ / △ for a normalized score outside [0, 1],
+    ‡ for a scorer that did not clearly learn its task; nothing where they carry none."""
+    z = [r["normalized"] for r in rows if not missing(r.get("normalized"))]
+    outside = ([f"{BELOW_FLOOR} normalized score below 0 (worse than the floor: chance, the "
+                "trivial predictor)"] if any(v < 0 for v in z) else []) + (
+               [f"{ABOVE_CEILING} normalized score above 1"] if any(v > 1 for v in z) else [])
+    text = (f"{'; '.join(outside)}; shown as they are, clipped to [0, 1] only inside the "
+            "overall." if outside else "")
+    if any(r.get("not_learned") for r in rows):
+        text += (f" {NOT_LEARNED} the scorer did not clearly learn the task in distribution (its "
+                 "in-distribution metric is not clearly above the floor by the rule the "
+                 "baseline's informativeness uses).")
+    return [text.strip()] if text else []
 
 
 def metric_note(rows: list[dict]) -> str | None:
@@ -94,14 +104,14 @@ def rests_on_lines(board) -> list[str]:
         out.append(f"The overall ({profile}) rests on: {'; '.join(parts)} of its headline's "
                    "spread across scorers (each task's share of its variance)")
         out += [_dominant_task_line(profile, r, rows, board) for r in rows
-                if not missing(r["share"]) and r["share"] > DOMINANT_SHARE]
+                if len(rows) > 1 and not missing(r["share"]) and r["share"] > DOMINANT_SHARE]
     return out
 
 
 def track_notes(rows: list[dict]) -> list[str]:
     """The notes under a track's table, as plain text (no markdown emphasis)."""
     notes = metric_notes(rows) + not_learned_notes(rows)
-    return [n.replace("**", "") for n in notes] + ([LEGEND] if rows else [])
+    return [n.replace("**", "") for n in notes] + legend(rows)
 
 
 def overall_notes(board) -> list[str]:
@@ -113,16 +123,16 @@ def overall_notes(board) -> list[str]:
 def outside_overall(board) -> list[str]:
     """One line per (profile, quality task) that the overall leaves out: run by some scorers."""
     in_overall = {(r["profile"], r["task"]) for r in board.task_scores.to_dict(orient="records")}
-    ran: dict[tuple[str, str], set] = {}
+    run_by: dict[tuple[str, str], set] = {}
     informative_heads: set[tuple[str, str]] = set()
     for r in board.rows.to_dict(orient="records"):
-        if r["track"] not in DESCRIPTIVE_TRACKS:
-            ran.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
+        if r["track"] not in DESCRIPTIVE_TRACKS and ran(r):
+            run_by.setdefault((r["profile"], r["task"]), set()).add(r["scorer"])
             if r["headline"] and r.get("informative") is not False:
                 informative_heads.add((r["profile"], r["task"]))
-    ran = {k: v for k, v in ran.items() if k in informative_heads}   # the rest: uninformative
+    run_by = {k: v for k, v in run_by.items() if k in informative_heads}   # the rest: uninformative
     return [f"{task} ({profile}): run by {', '.join(sorted(scorers))} only, so shown in its "
-            f"track and not in the overall" for (profile, task), scorers in sorted(ran.items())
+            f"track and not in the overall" for (profile, task), scorers in sorted(run_by.items())
             if (profile, task) not in in_overall and any(
                 p == profile for p, _ in in_overall)]
 

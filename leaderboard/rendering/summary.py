@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
+from ..method.convergence import still_improving
 from .text import column_format, markdown_text, mean_text, missing, verdict_legend, verdict_mark
 
 
@@ -57,8 +58,11 @@ def sentences(board) -> list[str]:
         headline = (f"the probability of beating {baseline}, averaged over tasks"
                     if any(not missing(r.get("poi")) for r in prows)
                     else "the normalized score")
-        out.append(f"At the {profile} profile, {len(top)} of {len(prows)} scorers share the top "
-                   f"tier of the headline ({headline}; {tiers} tiers): {', '.join(top)}.")
+        out.append(f"At the {profile} profile, " + (
+            f"{top[0]} alone of {len(prows)} scorers is in the top tier" if len(top) == 1 else
+            f"{len(top)} of {len(prows)} scorers share the top tier")
+            + f" of the headline ({headline}; {tiers} tiers)"
+            + ("." if len(top) == 1 else f": {', '.join(top)}."))
         base = next((r for r in prows if r["scorer"] == baseline), None)
         if base is not None:
             above = [r["scorer"] for r in prows
@@ -67,10 +71,10 @@ def sentences(board) -> list[str]:
                      if not missing(r.get("poi_high")) and r["poi_high"] < 0.5]
             out.append(f"{baseline} is in tier {base['tier']} (rank "
                        f"{int(base['rank_low'])}-{int(base['rank_high'])}); "
-                       + (f"{len(above)} scorer(s) beat it on the headline with an interval "
-                          f"above 0.5 ({', '.join(above)})" if above else
-                          "no scorer's headline interval lies above 0.5")
-                       + f", {len(below)} lie below it.")
+                       + (f"{scorers(len(above))} beat{'s' * (len(above) == 1)} it on the "
+                          f"headline with an interval above 0.5 ({', '.join(above)})" if above
+                          else "no scorer's headline interval lies above 0.5")
+                       + f", {len(below)} lie{'s' * (len(below) == 1)} below it.")
         rests = [r for r in _records(board.overall_tasks) if r["profile"] == profile]
         if rests:
             shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
@@ -122,10 +126,33 @@ def sentences(board) -> list[str]:
             among = f" ({len(run_by[task])} scorers so far)" if task in pending else ""
             out.append(f"{task}{among}: best mean {metric} {lead['scorer']} "
                        f"({lead['mean']:.4g}), {said}.")
+            if baseline in run_by[task]:
+                out.append(_verdicts_sentence(rows, profile, task, baseline))
         out += [_reliability_sentence(task, c, baseline)
                 for task, c in sorted((board.meta.get("convergence") or {}).items())
                 if (profile, task) in heads and c["scorers"]]
     return out
+
+
+def scorers(n: int) -> str:
+    return f"{n} scorer" + "s" * (n != 1)
+
+
+def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> str:
+    """Who is significantly better and who worse than the baseline (by at least the minimum
+    effect) on each informative headline metric of a task."""
+    per_metric: dict[str, dict[str, list[str]]] = {}
+    for (p, t, metric, scorer), r in rows.items():
+        if (p, t) == (profile, task) and r["headline"] and r["n"] > 0 and scorer != baseline \
+                and r.get("informative") is not False:
+            found = per_metric.setdefault(metric, {"better": [], "worse": []})
+            if r.get("vs_baseline") in found:
+                found[r["vs_baseline"]].append(scorer)
+    parts = [f"{metric} " + (", ".join(f"{kind} ({', '.join(sorted(names))})"
+                                       for kind, names in found.items() if names)
+                             or "none better or worse")
+             for metric, found in per_metric.items()]
+    return f"{task} against {baseline}, by headline metric: {'; '.join(parts)}."
 
 
 def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
@@ -136,13 +163,17 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     split = [f"{label} ({s['reached']}/{s['seeds']})" for label, s in sorted(scorers.items())
              if s["split"]]
     never = sorted(label for label, s in scorers.items() if not s["reached"])
+    rising = sorted(label for label, s in scorers.items() if 2 * still_improving(s) > s["seeds"])
     text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
-            f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach the target on "
-            "every seed")
+            f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach"
+            f"{'es' * (len(every) == 1)} the target on every seed")
     if split:
         text += f"; seeds split for {', '.join(split)}"
     if never:
         text += f"; no seed reaches it within the cap for {', '.join(never)}"
+    if rising:
+        text += (f"; most seeds still improving at the cap (a level not yet reached) for "
+                 f"{', '.join(rising)}")
     text += "."
     if every:
         steps = {label: s["speed"]["mean"] for label, s in every.items()}
@@ -150,7 +181,8 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
         base = (f"; {baseline} {steps[baseline]:,.0f}"
                 if baseline in steps and fastest != baseline else "")
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
-                 f"({steps[fastest]:,.0f}{base}).")
+                 f"({steps[fastest]:,.0f}{base})." if len(steps) > 1 else
+                 f" Steps to the target, mean over seeds: {fastest} ({steps[fastest]:,.0f}).")
     return text
 
 

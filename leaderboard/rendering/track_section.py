@@ -176,7 +176,7 @@ def track_section(board, track: str, level: int = 2) -> list[str]:
     for profile in profiles:
         prows = [r for r in rows if r["profile"] == profile]
         out += matrix(board, profile, groups, judged)
-        out += bullets(notes.not_learned_notes(prows) + [notes.LEGEND] if judged else [])
+        out += bullets(notes.not_learned_notes(prows) + notes.legend(prows) if judged else [])
         out += data_grid_tables(board, profile, {r["task"] for r in prows})
         for (p, task, metric), grows in groups.items():
             if p != profile:
