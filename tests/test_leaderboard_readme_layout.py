@@ -144,7 +144,7 @@ def test_the_readme_is_narrow_tables_of_few_columns(board, readme):
     assert set(metric_tables(readme)) == set(heads)
     for stats in metric_tables(readme).values():
         assert stats["headers"] == ["scorer", "mean [95% CI]", "normalized", "Δ vs softmax",
-                                    "p (Holm)", "tier", "rank", "n", "failures"]
+                                    "p (Holm)", "p (BH)", "tier", "rank", "n", "failures"]
 
 
 def test_the_matrix_marks_each_mean_against_the_baseline(board, readme):

@@ -60,7 +60,8 @@ FIELDS = {
         Field("p_vs_baseline_holm", "p (Holm)", f"p of the two-sided {METHODS['paired_test']} "
               f"vs the baseline on the per-seed differences, {METHODS['family_correction']}-"
               "corrected across a profile's headline metrics; smaller = stronger evidence of a "
-              "difference.", "p", methods=("paired_test",)),
+              "difference; better or worse needs both it and p (BH) at most alpha.", "p",
+              methods=("paired_test",)),
     Field("p_vs_baseline_bh", "p (BH)", f"p of the {METHODS['paired_test']} vs the baseline, "
           f"{METHODS['metric_correction']}-corrected across the scorers compared on one metric.",
           "p", methods=("paired_test",)),

@@ -45,7 +45,7 @@ METHOD = """\
   tasks and headline metrics of a profile (secondary metrics form their own family), and
   Benjamini-Hochberg across the scorers compared with {baseline} on one metric. *better* /
   *worse* need both corrected p <= {alpha} and |Δ| at least the metric's minimum effect.
-  **p sign-flip** (on the page and in `results.csv`, with p (BH)) is the exact sign-flip
+  **p sign-flip** (on the page and in `results.csv`) is the exact sign-flip
   permutation test over the seed differences (uncorrected, assumes no normality): it cannot go
   below 2^(1-n), so below six seeds it cannot reach α = 0.05 and is n/a.
 - **No verdict below the practical size.** Differences within a numeric tolerance ({tie_tol:g}

@@ -18,12 +18,12 @@ from .text import (arrow, column_format, delta_text, failures_text, interval, ma
                    mean_text, missing, normalized_text, num, number_format, pval, scorer_text,
                    tier_text, verdict_legend, verdict_mark)
 
-# The columns of a metric's statistics table, at most ten. The row fields it leaves out (the
-# items-only interval, p (BH), p sign-flip and each row's provenance) are on the page and in
-# results.json.gz and results.csv; the method text says so.
-STATISTICS = ("scorer", "mean", "normalized", "delta_vs_baseline", "p_vs_baseline_holm", "tier",
-              "rank_low", "n", "failures")
-ON_THE_PAGE = ("ci_items_low", "p_vs_baseline_bh", "p_signflip")
+# The columns of a metric's statistics table, at most ten: both corrected p, since a verdict
+# needs both. The row fields it leaves out (the items-only interval, p sign-flip and each row's
+# provenance) are on the page and in results.json.gz and results.csv; the method text says so.
+STATISTICS = ("scorer", "mean", "normalized", "delta_vs_baseline", "p_vs_baseline_holm",
+              "p_vs_baseline_bh", "tier", "rank_low", "n", "failures")
+ON_THE_PAGE = ("ci_items_low", "p_signflip")
 
 
 def metric_groups(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
@@ -106,14 +106,15 @@ def power_line(rows: list[dict], baseline: str) -> str | None:
 
 def statistics_table(rows: list[dict], baseline: str, heading: str, judged: bool) -> list[str]:
     """One metric's table: each scorer's mean and interval, normalized score, difference to the
-    baseline, corrected p, tier, rank, seeds and failures; under it, its power, why it gets no
+    baseline, both corrected p, tier, rank, seeds and failures; under it, its power, why it gets no
     verdict, and the reasons of its n/a cells."""
     marks = Notes()
     means = column_format(rows, "mean", "ci_low", "ci_high")
     deltas = column_format(rows, "delta_vs_baseline")
     body = [[markdown_text(scorer_text(r)), mean_text(r, means, na_mark(r, marks)),
              normalized_text(r), delta_text(r, baseline, deltas), pval(r["p_vs_baseline_holm"]),
-             tier_text(r), interval(r["rank_low"], r["rank_high"], integer=True), str(r["n"]),
+             pval(r["p_vs_baseline_bh"]), tier_text(r),
+             interval(r["rank_low"], r["rank_high"], integer=True), str(r["n"]),
              failures_text(r["failures"])] for r in rows]
     under = [power_line(rows, baseline), notes.metric_note(rows)] if judged else []
     return ([heading, ""] + block(fitted(body, labels("rows", STATISTICS, baseline)))
