@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..method.convergence import CAP_MULTIPLE, cap_multiple, still_improving
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
-from .text import markdown_text, missing, num, verdict_mark
+from .text import column_format, markdown_text, missing, verdict_mark
 
 # Each column of a task's table: its header and what it means (the page's header title).
 COLUMNS = (
@@ -69,10 +69,11 @@ def _headline_rows(board, task: str) -> dict[str, list[dict]]:
     return out
 
 
-def level_text(rows: list[dict], baseline: str) -> str:
+def level_text(rows: list[dict], baseline: str, formats: dict) -> str:
+    """Each headline metric's mean in its column's format (the track matrix's), with its mark."""
     parts = []
     for r in rows:
-        value = "n/a" if not r["n"] else num(r["mean"])
+        value = "n/a" if not r["n"] else formats[r["metric"]](r["mean"])
         mark = "" if r["scorer"] == baseline or not r["n"] else f" {verdict_mark(r)}"
         parts.append(f"{r['metric']} {value}{mark}")
     return "; ".join(parts) or "n/a"
@@ -87,8 +88,12 @@ def task_rows(board, task: str) -> list[list[str]]:
     meta = board.meta
     baseline = meta.get("baseline", "softmax")
     heads = _headline_rows(board, task)
+    by_metric: dict[str, list[dict]] = {}
+    for r in (r for rows in heads.values() for r in rows):
+        by_metric.setdefault(r["metric"], []).append(r)
+    formats = {m: column_format(rows, "mean", "ci_low", "ci_high") for m, rows in by_metric.items()}
     near = (meta.get("neighbours") or {}).get(task, {})
-    return [[label, level_text(heads.get(label, []), baseline), speed_text(s),
+    return [[label, level_text(heads.get(label, []), baseline, formats), speed_text(s),
              reliability_text(s), stops_text(s), neighbour_text(near.get(label))]
             for label, s in sorted(meta["convergence"][task]["scorers"].items())]
 
