@@ -11,9 +11,11 @@ from statsmodels.stats.power import TTestPower
 from leaderboard.method import informative
 from leaderboard.method.aggregate import build_board
 from leaderboard.method.claims import Claim, judge, load_claims
+from leaderboard.rendering import summary
 from leaderboard.rendering.markdown import release_readme
 from leaderboard.rendering.track_section import track_table
 from leaderboard_fakes import make_record, write_record
+from markdown_support import markdown_tables, row as table_row
 
 ACC = {"accuracy_id": {"direction": "higher", "headline": True, "floor": 0.0, "ceiling": 1.0},
        "accuracy_longest": {"direction": "higher", "headline": True, "floor": 0.0,
@@ -215,6 +217,13 @@ def test_a_score_below_the_floor_is_shown_below_zero_with_its_mark(tmp_path):
     assert row["not_learned"] == "accuracy_id"
     table = track_table(board, "icl")
     assert f"{(0.20 - 0.25) / 0.75:.3f} ▽" in table and "ssa ‡" in table
+    # the mark stands beside the value in the track's matrix and on the front page too, each with
+    # its legend
+    (matrix,) = markdown_tables(table)[None]
+    assert table_row(matrix, "ssa")["icl_mqar · accuracy_id ↑"].startswith("0.200 ‡")
+    front = "\n".join(summary.front_table(board.with_release("r"), "cpu", {}))
+    ssa = next(line for line in front.splitlines() if line.startswith("|") and "| ssa |" in line)
+    assert "‡" in ssa and "‡ the scorer did not clearly learn the task in distribution" in front
     scores = {r["scorer"]: r for r in board.task_scores.to_dict(orient="records")}
     unclipped = np.mean([(0.20 - 0.25) / 0.75, (0.10 - 0.125) / 0.875])
     assert scores["ssa"]["score"] == 0.0

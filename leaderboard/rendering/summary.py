@@ -17,7 +17,8 @@ from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
 from ..method.convergence import still_improving
-from .text import column_format, markdown_text, mean_text, missing, verdict_legend, verdict_mark
+from .text import (NOT_LEARNED, column_format, markdown_text, mean_text, missing,
+                   not_learned_mark, verdict_legend, verdict_mark)
 
 
 def _records(frame) -> list[dict]:
@@ -200,7 +201,7 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     header = ["rank", "scorer", f"P(better than {markdown_text(baseline)}) [95% CI]"] + [
         f"[{names[t]}]" if t in links else names[t] for t in tasks]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    unrun = False
+    unrun = unlearned = False
     for r in _records(board.overall):
         if r["profile"] != profile:
             continue
@@ -219,13 +220,15 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
                 cells.append(mean_text(row))
             else:
                 mark = "" if r["scorer"] == baseline else f" {verdict_mark(row)}"
-                cells.append(formats[t](row["mean"]) + mark)
+                unlearned = unlearned or bool(row.get("not_learned"))
+                cells.append(formats[t](row["mean"]) + not_learned_mark(row) + mark)
         lines.append("| " + " | ".join(cells) + " |")
     metric_names = ", ".join(f"{names[t]}: {markdown_text(heads[(profile, t)])}" for t in tasks)
     lines += ["", f"Bold: tier 1 of the headline. Task columns: the mean of the task's first "
               f"headline metric ({metric_names}), {verdict_legend(markdown_text(baseline))}, "
               "n/a the scorer cannot run the task" + (
                   ", not run: no record of the scorer on the task in this release" if unrun
-                  else "") + ".", ""]
+                  else "") + (f", {NOT_LEARNED} the scorer did not clearly learn the task in "
+                              "distribution" if unlearned else "") + ".", ""]
     lines += [f"[{names[t]}]: {links[t]}" for t in tasks if t in links]
     return lines

@@ -203,8 +203,13 @@ def normalized_text(row: dict) -> str:
     return f"{z:.3f}" + (f" {mark}" if mark else "")
 
 
+def not_learned_mark(row: dict) -> str:
+    """' ‡' after a row's value or scorer where the scorer did not clearly learn the task."""
+    return f" {NOT_LEARNED}" if row.get("not_learned") else ""
+
+
 def scorer_text(row: dict) -> str:
-    return str(row["scorer"]) + (f" {NOT_LEARNED}" if row.get("not_learned") else "")
+    return str(row["scorer"]) + not_learned_mark(row)
 
 
 def rank_without_text(row: dict) -> str:

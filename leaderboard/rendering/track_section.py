@@ -15,8 +15,8 @@ from . import notes
 from .columns import labels, scorer_order, shown_rows
 from .markdown_layout import Notes, block, bullets, fitted, wrap
 from .text import (arrow, column_format, delta_text, failures_text, interval, markdown_text,
-                   mean_text, missing, normalized_text, num, number_format, pval, scorer_text,
-                   tier_text, verdict_legend, verdict_mark)
+                   mean_text, missing, normalized_text, not_learned_mark, num, number_format, pval,
+                   scorer_text, tier_text, verdict_legend, verdict_mark)
 
 # The columns of a metric's statistics table, at most ten: both corrected p, since a verdict
 # needs both. The row fields it leaves out (the items-only interval, p sign-flip and each row's
@@ -69,7 +69,8 @@ def matrix(board, profile: str, groups: dict[tuple, list[dict]], judged: bool) -
             return "not run"
         if not r["n"]:
             return mean_text(r, na=na_mark(r, marks))
-        text = formats[key](r["mean"]) + (" †" if r["survivors_only"] else "")
+        text = (formats[key](r["mean"]) + (" †" if r["survivors_only"] else "")
+                + not_learned_mark(r))
         if judged and r.get("tier") == 1:
             text = f"**{text}**"
         return text + (f" {verdict_mark(r)}" if judged and scorer != baseline else "")
