@@ -274,10 +274,10 @@ def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_ne
             "mean over seeds: quick (500; softmax 680).") in text
 
 
-def test_a_scorer_still_improving_at_the_cap_reads_so_beside_its_level(tmp_path):
-    """'slow' reaches the target on every seed but the cap stops each run while it still
-    improves: its level is not a converged one, which the stops column and the front page say;
-    ssa's seeds at the cap never learned, so they do not count."""
+def test_a_scorer_the_cap_stopped_before_it_converged_reads_so_beside_its_level(tmp_path):
+    """'slow' reaches the target on every seed but the cap stops each run before the rule sees
+    it converge: its level may not be a converged one, which the stops column and the front page
+    say; ssa's seeds at the cap never learned, so they do not count."""
     from leaderboard.publishing.release import release_board
     from leaderboard.rendering import summary
     from leaderboard.rendering.convergence_section import task_rows
@@ -289,10 +289,10 @@ def test_a_scorer_still_improving_at_the_cap_reads_so_beside_its_level(tmp_path)
         write_record(root, record)
     board = release_board(load_records(root), "r1", n_boot=200)
     stops = {row[0]: row[4] for row in task_rows(board, "icl_mqar")}
-    assert stops["slow"] == "0 converged, 5 at the cap (5 still improving there)"
+    assert stops["slow"] == "0 converged, 5 at the cap (5 of them learned, not converged)"
     assert stops["ssa"] == "3 converged, 2 at the cap, 2 not learned within the cap"
     text = " ".join(summary.sentences(board))
-    assert "most seeds still improving at the cap (a level not yet reached) for slow." in text
+    assert "most seeds at the cap unconverged (their level perhaps not reached) for slow." in text
 
 
 def test_the_tuning_table_of_a_rule_with_a_target_shows_its_score_not_a_worst_cell(tmp_path):

@@ -35,10 +35,10 @@ from .stats import ALPHA, t_interval
 CAP_MULTIPLE = 4
 
 
-def still_improving(summary: dict) -> int:
-    """A scorer's seeds (its ``scorer_summary``) that learned and still improved when the cap
-    stopped them: the rule had not seen their wait out, so their level at the cap is not a
-    converged one (a run that never learned trains to the cap too)."""
+def unconverged(summary: dict) -> int:
+    """A scorer's seeds (its ``scorer_summary``) that learned but that the cap stopped before the
+    rule saw them converge (a gain within the last half of the run): their level at the cap may
+    not be their converged one (a run that never learned trains to the cap too)."""
     return summary["cap"] - summary["not_learned"]
 
 

@@ -11,7 +11,7 @@ scorer whose seeds split says so), how the seeds stopped, and the neighbouring-r
 each verdict."""
 from __future__ import annotations
 
-from ..method.convergence import CAP_MULTIPLE, cap_multiple, still_improving
+from ..method.convergence import CAP_MULTIPLE, cap_multiple, unconverged
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
 from .text import column_format, markdown_text, missing, verdict_mark
@@ -53,7 +53,7 @@ def reliability_text(s: dict) -> str:
 
 
 def stops_text(s: dict) -> str:
-    rising = (f" ({still_improving(s)} still improving there)" if still_improving(s) else "")
+    rising = (f" ({unconverged(s)} of them learned, not converged)" if unconverged(s) else "")
     never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
     return f"{s['converged']} converged, {s['cap']} at the cap{rising}{never}"
 
@@ -110,8 +110,9 @@ def method_text(board) -> str:
             "and how many seeds do not; the **reliability**, the fraction of seeds that reach "
             "the target with its exact (Clopper-Pearson) 95% interval. A scorer whose seeds "
             "split reads so: its mean level is then a mean that no seed has. A seed the cap "
-            "stopped while it still improved has not reached its level: where most of a "
-            "scorer's seeds did, a verdict on its level is partly one on its speed. Beside each "
+            "stopped after it learned but before the rule saw it converge may not have reached "
+            "its level: where most of a scorer's seeds did, a verdict on its level is partly one "
+            "on its speed. Beside each "
             "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
             "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
             "at k/k neighbouring rates\" or \"rate-sensitive\".")

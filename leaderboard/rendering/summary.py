@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
-from ..method.convergence import still_improving
+from ..method.convergence import unconverged
 from .text import (NOT_LEARNED, column_format, markdown_text, mean_text, missing,
                    not_learned_mark, verdict_legend, verdict_mark)
 
@@ -164,7 +164,7 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     split = [f"{label} ({s['reached']}/{s['seeds']})" for label, s in sorted(scorers.items())
              if s["split"]]
     never = sorted(label for label, s in scorers.items() if not s["reached"])
-    rising = sorted(label for label, s in scorers.items() if 2 * still_improving(s) > s["seeds"])
+    rising = sorted(label for label, s in scorers.items() if 2 * unconverged(s) > s["seeds"])
     text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
             f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach"
             f"{'es' * (len(every) == 1)} the target on every seed")
@@ -173,7 +173,7 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     if never:
         text += f"; no seed reaches it within the cap for {', '.join(never)}"
     if rising:
-        text += (f"; most seeds still improving at the cap (a level not yet reached) for "
+        text += (f"; most seeds at the cap unconverged (their level perhaps not reached) for "
                  f"{', '.join(rising)}")
     text += "."
     if every:
