@@ -225,7 +225,7 @@ def test_a_task_whose_scorers_were_chosen_under_two_rules_names_each_with_its_sc
     from leaderboard.method import tuning
     from leaderboard.rendering.tuning_section import method_text
 
-    def record(scorer, role, seed, rule):
+    def record(scorer, role, seed, rule, **provenance):
         block = {"role": role, "point": {"lr": 1e-3}, "grid": {"lr": [1e-3]},
                  "selection_metric": "val", "direction": "higher", "rule": rule}
         return Record(path=f"t/{scorer}/{role}-{seed}.json", cell_id=f"{scorer}{role}{seed}",
@@ -234,7 +234,7 @@ def test_a_task_whose_scorers_were_chosen_under_two_rules_names_each_with_its_sc
                       status="ok", message="", step=None, metrics={}, metric_specs={}, grids={},
                       items={}, role="tuned" if role == "report" else role, tuning=block,
                       validation={"metric": "val", "value": 0.9, "direction": "higher"},
-                      provenance={"finished": "2026-12-05"})
+                      provenance={"finished": "2026-12-05", **provenance})
 
     rules = {"softmax": "rule A", "ssa": "rule B", "relu": "rule B"}
     loaded = LoadedRecords([record(s, "report", 0, r) for s, r in rules.items()], [],
@@ -252,6 +252,17 @@ def test_a_task_whose_scorers_were_chosen_under_two_rules_names_each_with_its_sc
                                         [record("ssa", "sweep", 1000, "rule B")]),
                           SELECTION_RULE)["t"]
     assert same["rule"] == "rule B" and "rules" not in same
+    # A reporting record carried over from an earlier sweep keeps that sweep's block: the rule is
+    # the one of the records the current sweep chose, whatever their order; a scorer whose sweep
+    # has no choice yet names none.
+    carried = record("ssa", "report", 4, "rule A", finished="2026-12-06",
+                     carried_over={"from": "0123456789abcdef", "task_version": 2})
+    for order in (1, -1):
+        reports = [carried, record("ssa", "report", 0, "rule B")][::order]
+        mixed = tuning.summary(LoadedRecords(reports, [], [record("ssa", "sweep", 1000, "rule B"),
+                                                           record("relu", "sweep", 1000, None)]),
+                               SELECTION_RULE)["t"]
+        assert mixed["rule"] == "rule B" and "rules" not in mixed
 
 
 def test_the_tuning_method_names_the_seeds_each_task_tuned_on():

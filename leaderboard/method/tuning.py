@@ -59,7 +59,7 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     named: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for task, label in sorted(set(sweeps) | set(reports)):
         recs, reps = sweeps.get((task, label), []), reports.get((task, label), [])
-        block = next((r.tuning for r in reps), None) or {}
+        block = latest_choice(reps)
         grid = block.get("grid") or _grid_of(recs)
         keys = sorted(grid)
         per_point: dict[str, dict] = {}
@@ -95,13 +95,24 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
             "complete": bool(reps), "sweep_cells": len(recs), "learned": _learned(reps),
         }
         if rule:
-            named[task][block.get("rule") or rule].append(label)
+            if reps:
+                named[task][block.get("rule") or rule].append(label)
             task_out["scorers"][label].update(_recomputed(block, recs, task_out["direction"]))
     for task, by_rule in named.items():
         out[task]["rule"] = max(by_rule, key=lambda text: len(by_rule[text]))
         if len(by_rule) > 1:
             out[task]["rules"] = {text: labels for text, labels in sorted(by_rule.items())}
     return out
+
+
+def latest_choice(reports: list[Record]) -> dict:
+    """The tuning block of a scorer's latest choice on a task: of its reporting records, one run
+    by the current sweep before one carried over from an earlier version (whose block names the
+    earlier sweep), then the last finished ({} without any)."""
+    if not reports:
+        return {}
+    return max(reports, key=lambda r: (not r.provenance.get("carried_over"),
+                                       r.provenance.get("finished") or "")).tuning or {}
 
 
 def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:

@@ -115,7 +115,7 @@ def method_text(board) -> str:
             "on its speed. Beside each "
             "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
             "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
-            "at k/k neighbouring rates\" or \"rate-sensitive\".")
+            "at k/k neighbouring rates\" or \"rate-sensitive (holds at j/k)\".")
 
 
 def cap_text(board) -> str | None:

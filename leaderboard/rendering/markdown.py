@@ -141,8 +141,10 @@ METHOD = """\
 - **Length generalization** (`decoder_lm`): held-out perplexity in rolling windows of 1x, 2x and
   4x the training context over the same tokens, RoPE as trained (floor: the unigram perplexity);
   a scorer defined only up to its training length has no value beyond it.
-- **Superseded** records (older task, scorer or harness records version than the newest seen)
-  are listed, not used. Each row's date, harness git sha and hardware come from its records'
+- **Superseded** records are listed, not used: those of an older task, scorer or harness
+  records version than the newest seen, the earlier of two records of one cell, untuned records
+  of a task that has tuned ones, and reporting records at a point the tuning protocol no longer
+  chooses. Each row's date, harness git sha and hardware come from its records'
   provenance (in `results.csv` and on the page).
 - **Precision**: the statistics use no BLAS or LAPACK (the items-only bootstrap resamples the
   items' mean over seeds by integer counts or indices; sums are numpy's fixed-order reductions),

@@ -82,7 +82,8 @@ def method_text(tuning: dict | None) -> str:
                                                for k, vals in t["grid"].items())
                       for task, t in sorted(tuning.items()))
     return (
-        "**Tuning.** Every scorer gets the same grid on each tuned task (" + grids + "), trained "
+        "**Tuning.** Every scorer gets the same grid on each tuned task, grown past an edge by "
+        "one rule below (the values swept for any scorer: " + grids + "), trained "
         f"as the task's reporting cells are on tuning seeds {_seeds_text(tuning)}, which no "
         "reporting cell uses, and "
         "scored on the task's validation metric: in distribution, on validation data disjoint "
