@@ -17,7 +17,7 @@ from typing import Any
 
 from ..method.board import DESCRIPTIVE_TRACKS
 from ..method.convergence import unconverged
-from .text import (NOT_LEARNED, column_format, markdown_text, mean_text, missing,
+from .text import (NOT_LEARNED, column_format, interval, markdown_text, mean_text, missing,
                    not_learned_mark, verdict_legend, verdict_mark)
 
 
@@ -71,7 +71,7 @@ def sentences(board) -> list[str]:
             below = [r["scorer"] for r in prows
                      if not missing(r.get("poi_high")) and r["poi_high"] < 0.5]
             out.append(f"{baseline} is in tier {base['tier']} (rank "
-                       f"{int(base['rank_low'])}-{int(base['rank_high'])}); "
+                       f"{interval(base['rank_low'], base['rank_high'], integer=True)}); "
                        + (f"{scorers(len(above))} beat{'s' * (len(above) == 1)} it on the "
                           f"headline with an interval above 0.5 ({', '.join(above)})" if above
                           else "no scorer's headline interval lies above 0.5")
@@ -205,8 +205,7 @@ def front_table(board, profile: str, links: dict[str, str]) -> list[str]:
     for r in _records(board.overall):
         if r["profile"] != profile:
             continue
-        rank = ("n/a" if missing(r["rank_low"])
-                else f"{int(r['rank_low'])}-{int(r['rank_high'])}")
+        rank = interval(r["rank_low"], r["rank_high"], integer=True)
         poi = (f"{_num(r['poi'])} [{_num(r['poi_low'])}, {_num(r['poi_high'])}]"
                if not missing(r["poi"]) else "n/a")
         scorer = markdown_text(r["scorer"])

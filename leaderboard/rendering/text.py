@@ -104,7 +104,6 @@ def interval(lo: Any, hi: Any, integer: bool = False) -> str:
     return f"[{num(lo)}, {num(hi)}]"
 
 
-
 def value_text(d: dict, key: str, lo: str, hi: str, fmt: Callable[[float], str] = num) -> str:
     """``d[key]`` and its interval ``[d[lo], d[hi]]`` in one format (``fmt``, the column's);
     n/a when missing."""
