@@ -53,9 +53,9 @@ def reliability_text(s: dict) -> str:
 
 
 def stops_text(s: dict) -> str:
-    rising = (f" ({unconverged(s)} of them learned, not converged)" if unconverged(s) else "")
+    cut = f" ({unconverged(s)} of them learned, not converged)" if unconverged(s) else ""
     never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
-    return f"{s['converged']} converged, {s['cap']} at the cap{rising}{never}"
+    return f"{s['converged']} converged, {s['cap']} at the cap{cut}{never}"
 
 
 def _headline_rows(board, task: str) -> dict[str, list[dict]]:

@@ -72,8 +72,9 @@ def sentences(board) -> list[str]:
                      if not missing(r.get("poi_high")) and r["poi_high"] < 0.5]
             out.append(f"{baseline} is in tier {base['tier']} (rank "
                        f"{interval(base['rank_low'], base['rank_high'], integer=True)}); "
-                       + (f"{scorers(len(above))} beat{'s' * (len(above) == 1)} it on the "
-                          f"headline with an interval above 0.5 ({', '.join(above)})" if above
+                       + (f"{len(above)} scorer{'s' * (len(above) != 1)} beat"
+                          f"{'s' * (len(above) == 1)} it on the headline with an interval above "
+                          f"0.5 ({', '.join(above)})" if above
                           else "no scorer's headline interval lies above 0.5")
                        + f", {len(below)} lie{'s' * (len(below) == 1)} below it.")
         rests = [r for r in _records(board.overall_tasks) if r["profile"] == profile]
@@ -135,10 +136,6 @@ def sentences(board) -> list[str]:
     return out
 
 
-def scorers(n: int) -> str:
-    return f"{n} scorer" + "s" * (n != 1)
-
-
 def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> str:
     """Who is significantly better and who worse than the baseline (by at least the minimum
     effect) on each informative headline metric of a task."""
@@ -164,7 +161,7 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     split = [f"{label} ({s['reached']}/{s['seeds']})" for label, s in sorted(scorers.items())
              if s["split"]]
     never = sorted(label for label, s in scorers.items() if not s["reached"])
-    rising = sorted(label for label, s in scorers.items() if 2 * unconverged(s) > s["seeds"])
+    cut = sorted(label for label, s in scorers.items() if 2 * unconverged(s) > s["seeds"])
     text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
             f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach"
             f"{'es' * (len(every) == 1)} the target on every seed")
@@ -172,9 +169,9 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
         text += f"; seeds split for {', '.join(split)}"
     if never:
         text += f"; no seed reaches it within the cap for {', '.join(never)}"
-    if rising:
+    if cut:
         text += (f"; most seeds at the cap unconverged (their level perhaps not reached) for "
-                 f"{', '.join(rising)}")
+                 f"{', '.join(cut)}")
     text += "."
     if every:
         steps = {label: s["speed"]["mean"] for label, s in every.items()}
