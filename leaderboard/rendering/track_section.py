@@ -9,7 +9,7 @@ import os
 
 import pandas as pd
 
-from ..method.board import DESCRIPTIVE_TRACKS
+from ..method.board import DESCRIPTIVE_TRACKS, ran
 from ..method.grids import data_grids
 from . import notes
 from .columns import labels, scorer_order, shown_rows
@@ -149,13 +149,13 @@ def shared_reason(reasons: list[str]) -> str:
 
 
 def off_track(rows: list[dict]) -> dict[str, str]:
-    """The scorers that run none of the rows' tasks (every row of theirs n/a, for a stated
-    reason), each with the reason its rows share."""
+    """The scorers that ran none of the rows' tasks (:func:`leaderboard.method.board.ran`: every
+    cell skipped, for a stated reason), each with the reason its rows share."""
     by_scorer: dict[str, list[dict]] = {}
     for r in rows:
         by_scorer.setdefault(r["scorer"], []).append(r)
     return {s: shared_reason([r["na_reason"] for r in srows]) for s, srows in by_scorer.items()
-            if all(not r["n"] and r["n_na"] and r.get("na_reason") for r in srows)}
+            if all(not ran(r) and r.get("na_reason") for r in srows)}
 
 
 def track_section(board, track: str, level: int = 2) -> list[str]:
