@@ -26,6 +26,7 @@ from scipy import stats as scipy_stats
 
 from ..method.curves import budget
 from ..method.stats import tolerance
+from ..rendering.text import steps
 
 RECORDS = "the records or the test"
 RETRAINED = "the records, re-trained to convergence since"
@@ -92,7 +93,7 @@ def _budgets(earlier: dict, convergence: dict) -> dict[str, int]:
     if earlier["meta"].get("convergence"):
         return {}
     curves = earlier["meta"].get("curves") or {}
-    return {task: steps for task in convergence if (steps := budget(curves, task)) is not None}
+    return {task: last for task in convergence if (last := budget(curves, task)) is not None}
 
 
 def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:
@@ -106,11 +107,11 @@ def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:
     if missing:
         return f"not known yet: {' and '.join(missing)} has no records of the task"
     mine, base = median(scorer), median(baseline)
-    late = any(steps is not None and steps > budget for steps in (mine, base))
+    late = any(at is not None and at > budget for at in (mine, base))
     reached = (f"never reached {task['target']:g}" if mine is None
-               else f"reached {task['target']:g} at step {mine:,.0f}")
+               else f"reached {task['target']:g} at step {steps(mine)}")
     return (f"{'speed' if late else 'level'}: the median seed {reached} ({baseline}: "
-            f"{'never' if base is None else f'step {base:,.0f}'}); the earlier budget was "
+            f"{'never' if base is None else f'step {steps(base)}'}); the earlier budget was "
             f"{budget:,} steps")
 
 

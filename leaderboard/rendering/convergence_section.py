@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..method.convergence import CAP_MULTIPLE, cap_multiple, unconverged
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
-from .text import column_format, markdown_text, missing, verdict_mark
+from .text import column_format, markdown_text, missing, steps, verdict_mark
 
 # Each column of a task's table: its header and what it means (the page's header title).
 COLUMNS = (
@@ -38,9 +38,9 @@ def speed_text(s: dict) -> str:
     speed = s["speed"]
     if speed is None:
         return f"none of {s['seeds']} reached it"
-    text = f"{speed['mean']:,.0f}"
+    text = steps(speed['mean'])
     if not missing(speed.get("lo")) and not missing(speed.get("hi")):
-        text += f" [{speed['lo']:,.0f}, {speed['hi']:,.0f}]"
+        text += f" [{steps(speed['lo'])}, {steps(speed['hi'])}]"
     if s["not_reached"]:
         text += f"; {s['not_reached']} of {s['seeds']} did not reach it"
     return text
@@ -132,7 +132,7 @@ def cap_text(board) -> str | None:
         at_cap = f"; {s['cap']} ran to the cap" if s["cap"] else ""
         measured = (f"the median seed ran to the cap, {c['cap']:,} steps" if not multiple else
                     f"the cap, {c['cap']:,} steps, is {multiple:.1f}x the median seed's "
-                    f"{s['median_converged']:,.0f}")
+                    f"{steps(s['median_converged'])}")
         short = (f", below the protocol's {CAP_MULTIPLE}x: a scorer that slow reads \"not "
                  "learned within the cap\", not \"slower\"" if multiple < CAP_MULTIPLE else "")
         parts.append(f"{task}: {measured}{short} (the best step of each seed: {seeds}{at_cap})")

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from ..method.anchors import bounds
 from .markdown_layout import block, fitted, wrap
 from .plots import CAPTIONS, SCORER_STYLE, panel_plot
-from .text import markdown_text, number_format
+from .text import markdown_text, number_format, steps
 
 SEED_LW = 0.8   # one seed's curve, where a scorer's seeds split on the target
 SPLIT_NOTE = ("A scorer whose seeds split on the target (some reach it, some never do) is drawn "
@@ -98,10 +98,6 @@ def _finite(x) -> bool:
     return x is not None and bool(np.isfinite(x))
 
 
-def steps_text(x) -> str:
-    return f"{x:,.0f}"
-
-
 def _num(x, fmt=lambda x: f"{x:.4g}") -> str:
     return fmt(x) if _finite(x) else "–"
 
@@ -136,7 +132,7 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
         finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
         body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
                  _reach(s)]
-                + ([_num(s.get("stop_step"), steps_text)] if dense else [])
+                + ([_num(s.get("stop_step"), steps)] if dense else [])
                 for label, s in sorted(c["scorers"].items())]
         lines += [f"### {markdown_text(key)} ({metric}, {c['direction']} is better)", ""]
         lines += block(fitted(body, headers))

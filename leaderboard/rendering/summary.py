@@ -18,7 +18,7 @@ from typing import Any
 from ..method.board import DESCRIPTIVE_TRACKS
 from ..method.convergence import unconverged
 from .text import (NOT_LEARNED, column_format, interval, markdown_text, mean_text, missing,
-                   not_learned_mark, verdict_legend, verdict_mark)
+                   not_learned_mark, steps, verdict_legend, verdict_mark)
 
 
 def _records(frame) -> list[dict]:
@@ -174,13 +174,13 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
                  f"{', '.join(cut)}")
     text += "."
     if every:
-        steps = {label: s["speed"]["mean"] for label, s in every.items()}
-        fastest = min(steps, key=lambda label: (steps[label], label))
-        base = (f"; {baseline} {steps[baseline]:,.0f}"
-                if baseline in steps and fastest != baseline else "")
+        mean = {label: s["speed"]["mean"] for label, s in every.items()}
+        fastest = min(mean, key=lambda label: (mean[label], label))
+        base = (f"; {baseline} {steps(mean[baseline])}"
+                if baseline in mean and fastest != baseline else "")
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
-                 f"({steps[fastest]:,.0f}{base})." if len(steps) > 1 else
-                 f" Steps to the target, mean over seeds: {fastest} ({steps[fastest]:,.0f}).")
+                 f"({steps(mean[fastest])}{base})." if len(mean) > 1 else
+                 f" Steps to the target, mean over seeds: {fastest} ({steps(mean[fastest])}).")
     return text
 
 

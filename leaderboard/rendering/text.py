@@ -49,6 +49,11 @@ def num(x: Any) -> str:
     return "n/a" if missing(x) else f"{float(x):.4g}"
 
 
+def steps(x: float) -> str:
+    """A step count (or a mean of them) to the nearest step, with thousands separators."""
+    return f"{x:,.0f}"
+
+
 def pval(p: Any) -> str:
     if missing(p):
         return "n/a"
