@@ -3,6 +3,7 @@
 release's ``index.html`` with the registered scorers' metadata (``scorers.json``)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 
@@ -16,13 +17,29 @@ def publish_release(results: str | Path, release: str | None, out: str | Path | 
     from leaderboard.publishing.site import write_site
     from leaderboard.publishing.release import publish
 
-    published = publish(results, release, out, leaderboard_md, **options)
+    published = publish(results, release, out, leaderboard_md, ranges=validation_ranges(),
+                        **options)
     report(published)
     if html:
         names = set(published.board.rows["scorer_name"])
         for page in write_site(published.release_dir, scorer_metadata(names)):
             print(f"wrote {page}")
     return published
+
+
+def validation_ranges() -> dict[str, list]:
+    """{task: [low, high]}: the declared range of each registered task's validation metric
+    (``validation_range`` of its config; None for an unbounded end), which tells the release a
+    seed whose best value left no gain to make."""
+    import tasks
+
+    out = {}
+    for name in tasks.list_tasks():
+        bounds = getattr(getattr(tasks.get_task_class(name), "Config", None), "validation_range",
+                         None)
+        if bounds is not None:
+            out[name] = [None if math.isinf(end) else float(end) for end in bounds]
+    return out
 
 
 def scorer_metadata(names) -> dict:

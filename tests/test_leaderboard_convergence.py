@@ -295,6 +295,66 @@ def test_a_scorer_the_cap_stopped_before_it_converged_reads_so_beside_its_level(
     assert "most seeds at the cap unconverged (their level perhaps not reached) for slow." in text
 
 
+def test_no_gain_is_left_within_the_tolerance_of_the_end_of_the_metrics_range():
+    from leaderboard.method.convergence import no_gain_left
+    from tasks.stopping import Plateau
+
+    def block(best):
+        return {"best_value": best, "tolerance": 0.005}
+    # an accuracy in [0, 1]: 1 - 0.996 = 0.004 leaves no gain above 0.005; 1 - 0.994 = 0.006 does
+    assert no_gain_left(block(0.996), "higher", (0.0, 1.0))
+    assert not no_gain_left(block(0.994), "higher", (0.0, 1.0))
+    # the training rule's own test of a gain, at the end of the range, decides the edge cases
+    for best in (0.995, 0.9950001, 0.99499, 1.0):
+        rule = Plateau("higher", 10, 0.005, best_value=best)
+        assert no_gain_left(block(best), "higher", (0.0, 1.0)) == (not rule.improves(1.0))
+    # a loss in [0, inf): 0.004 - 0 is within 0.005, 0.006 is not; no end, no bound
+    assert no_gain_left(block(0.004), "lower", (0.0, None))
+    assert not no_gain_left(block(0.006), "lower", (0.0, None))
+    assert not no_gain_left(block(1e9), "higher", (0.0, None))
+    assert not no_gain_left(block(None), "higher", (0.0, 1.0))
+
+
+def test_a_seed_at_the_cap_with_no_gain_left_counts_as_converged_at_its_best_step(tmp_path):
+    """'slow' runs every seed to the cap after learning. Seeds 0-2 reached an accuracy of 1
+    (tolerance 0.01: no evaluation could count as a gain), seeds 3-4 0.985 (a gain of 0.015 was
+    still possible). Published as `scorebench publish` does, with icl_mqar's declared range, the
+    release counts three seeds with no gain left and two unconverged, so the front page does not
+    call the level cut, the median seed's convergence is its best step, and the release
+    reproduces; without the range every seed at the cap counts as unconverged."""
+    from leaderboard.method.convergence import summary as convergence_summary
+    from leaderboard.publishing.reproduction import reproduce
+    from leaderboard.rendering import summary
+    from leaderboard.rendering.convergence_section import task_rows
+    from suite.publishing import publish_release
+
+    root = converged_results(tmp_path / "results")
+    for seed in range(5):
+        record = converged_record("slow", seed, 0.2, 1500, stop=2000)
+        stopping = record["extra"]["train"]["stopping"]
+        stopping.update(reason="cap", best_step=1800)
+        if seed >= 3:
+            stopping["best_value"] = 0.985
+        write_record(root, record)
+    published = publish_release(root, "2026-12-06-test", tmp_path / "releases",
+                                tmp_path / "LEADERBOARD.md", n_boot=200)
+    mqar = published.board.meta["convergence"]["icl_mqar"]
+    assert mqar["range"] == [0.0, 1.0]
+    slow = mqar["scorers"]["slow"]
+    assert (slow["cap"], slow["no_gain_left"], slow["median_converged"]) == (5, 3, 1800)
+    stops = {row[0]: row[4] for row in task_rows(published.board, "icl_mqar")}
+    assert stops["slow"] == ("0 converged, 5 at the cap (3 of them with no gain left; 2 of them "
+                             "learned, not converged)")
+    assert stops["ssa"] == "3 converged, 2 at the cap, 2 not learned within the cap"
+    assert "unconverged" not in " ".join(summary.sentences(published.board))
+    assert reproduce(root, tmp_path / "releases", "2026-12-06-test").ok
+
+    unbounded = convergence_summary(load_records(root))["icl_mqar"]
+    assert "range" not in unbounded
+    slow = unbounded["scorers"]["slow"]
+    assert (slow["no_gain_left"], slow["median_converged"]) == (0, None)
+
+
 def test_the_tuning_table_of_a_rule_with_a_target_shows_its_score_not_a_worst_cell(tmp_path):
     """Under MQAR's rule a rate scores the fraction of its tuning seeds at the target, then their
     median: the table says so instead of calling the median a worst cell."""

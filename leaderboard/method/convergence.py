@@ -10,11 +10,15 @@ whose reporting records carry a stopping block with a ``target``, per scorer:
   cell that trains several), the mean over the seeds that reached it with a t interval, and how
   many did not;
 - **stops**: how many seeds converged, how many reached the cap, and how many had not learned
-  (passed ``learned_at``) by then;
+  (passed ``learned_at``) by then; of those at the cap after learning, how many had no gain left:
+  their best value within the rule's tolerance of the end of the validation metric's range (an
+  accuracy of 1, a loss of 0), where no evaluation could count as a gain, so that only the wait
+  the rule asks for after a best kept them training (a task's range comes from its declaration,
+  ``ranges``; without one, none is counted);
 - **convergence**: each seed's best step, where the rule found the best value it then stopped at
-  (a seed at the cap counts as slower than every seed that converged); the baseline's median
-  seed is the measurement behind the cap, which the protocol holds to at least
-  :data:`CAP_MULTIPLE` times it (:func:`cap_multiple`).
+  or, with no gain left, could not have improved on (any other seed at the cap counts as slower
+  than every seed that converged); the baseline's median seed is the measurement behind the cap,
+  which the protocol holds to at least :data:`CAP_MULTIPLE` times it (:func:`cap_multiple`).
 
 A scorer whose seeds split (some reach the target, some do not) is marked so: the mean of its
 level is then a mean that no seed has.
@@ -37,9 +41,22 @@ CAP_MULTIPLE = 4
 
 def unconverged(summary: dict) -> int:
     """A scorer's seeds (its ``scorer_summary``) that learned but that the cap stopped before the
-    rule saw them converge (a gain within the last half of the run): their level at the cap may
-    not be their converged one (a run that never learned trains to the cap too)."""
-    return summary["cap"] - summary["not_learned"]
+    rule saw them converge (a gain within the last half of the run), with a gain still possible:
+    their level at the cap may not be their converged one (a run that never learned trains to the
+    cap too)."""
+    return summary["cap"] - summary["not_learned"] - summary["no_gain_left"]
+
+
+def no_gain_left(block: dict, direction: str, bounds: tuple[float, float | None]) -> bool:
+    """Whether a stopping block's best value is within its tolerance of the end of the metric's
+    range ``bounds`` (low, high; None: unbounded) in ``direction``, so that no later evaluation
+    could have improved on it by more than the tolerance."""
+    best, low, high = block.get("best_value"), *bounds
+    if best is None:
+        return False
+    if direction == "higher":
+        return high is not None and high - best <= block["tolerance"]
+    return low is not None and best - low <= block["tolerance"]
 
 
 def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, float, float]:
@@ -48,18 +65,23 @@ def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, 
     return reached / seeds, float(ci.low), float(ci.high)
 
 
-def seed_outcome(record: Record) -> dict | None:
-    """One reporting record's stop: reached, steps to the target, reason and learned; None
-    without a target."""
+def seed_outcome(record: Record, bounds: tuple[float, float | None] | None = None) -> dict | None:
+    """One reporting record's stop: reached, steps to the target, reason, learned and settled
+    (every model converged, or learned with no gain left within ``bounds``, the validation
+    metric's range); None without a target."""
     blocks = record.stopping
     reached = reached_target(blocks)
     if reached is None:
         return None
+    direction = (record.validation or {}).get("direction")
+    settled = all(b["reason"] == "converged" or (
+        b["learned"] and bounds is not None and direction is not None
+        and no_gain_left(b, direction, bounds)) for b in blocks)
     return {"seed": record.seed, "reached": reached,
             "steps": max(b["target_step"] for b in blocks) if reached else None,
             "target": blocks[0]["target"], "cap": blocks[0]["cap"],
             "reason": "cap" if any(b["reason"] == "cap" for b in blocks) else "converged",
-            "learned": all(b["learned"] for b in blocks),
+            "learned": all(b["learned"] for b in blocks), "settled": settled,
             "stop_step": max(b["stop_step"] for b in blocks),
             "best_step": max(b["best_step"] or 0 for b in blocks)}
 
@@ -78,6 +100,7 @@ def scorer_summary(outcomes: list[dict]) -> dict:
             "converged": sum(o["reason"] == "converged" for o in outcomes),
             "cap": sum(o["reason"] == "cap" for o in outcomes),
             "not_learned": sum(not o["learned"] for o in outcomes),
+            "no_gain_left": sum(o["reason"] == "cap" and o["settled"] for o in outcomes),
             "stop_steps": sorted(o["stop_step"] for o in outcomes),
             "best_steps": sorted(o["best_step"] for o in outcomes),
             "median_steps": median_steps(outcomes),
@@ -91,27 +114,31 @@ def median_steps(outcomes: list[dict]) -> float | None:
     return None if np.isinf(value) or np.isnan(value) else value
 
 
-def summary(loaded: LoadedRecords) -> dict:
+def summary(loaded: LoadedRecords, ranges: dict[str, list] | None = None) -> dict:
     """{task: {"target", "cap", "scorers": {label: scorer_summary}}} over the ``ok`` reporting
-    records with a target; empty when no task has one."""
+    records with a target, with ``"range"`` ([low, high], None for an unbounded end) where
+    ``ranges`` declares the task's validation metric's; empty when no task has a target."""
+    ranges = ranges or {}
     groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in loaded.records:
-        outcome = seed_outcome(r) if r.status == "ok" else None
+        bounds = ranges.get(r.task)
+        outcome = seed_outcome(r, None if bounds is None else tuple(bounds)) \
+            if r.status == "ok" else None
         if outcome is not None:
             groups[r.task][r.scorer_label].append(outcome)
     out = {}
     for task, by_scorer in sorted(groups.items()):
         first = next(iter(by_scorer.values()))[0]
         out[task] = {"target": first["target"], "cap": first["cap"],
+                     **({"range": list(ranges[task])} if task in ranges else {}),
                      "scorers": {label: scorer_summary(o) for label, o in sorted(by_scorer.items())}}
     return out
 
 
 def median_converged(outcomes: list[dict]) -> float | None:
-    """The median seed's best step, a seed that ran to the cap counting as slower than every
-    seed that converged; None when the median seed ran to the cap."""
-    value = float(np.median([o["best_step"] if o["reason"] == "converged" else np.inf
-                             for o in outcomes]))
+    """The median seed's best step, a seed that ran to the cap with a gain still possible
+    counting as slower than every settled seed; None when the median seed is such a seed."""
+    value = float(np.median([o["best_step"] if o["settled"] else np.inf for o in outcomes]))
     return None if np.isinf(value) or np.isnan(value) else value
 
 

@@ -247,21 +247,23 @@ def unclean_records(loaded: LoadedRecords) -> list[str]:
 
 
 def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict | None = None,
-                  tuning_rule: str | None = SELECTION_RULE, **aggregate_kwargs) -> Board:
+                  tuning_rule: str | None = SELECTION_RULE, ranges: dict | None = None,
+                  **aggregate_kwargs) -> Board:
     """The board of a release as results.json holds it (``publish`` and ``reproduce`` both use
     this). Without ``release``, the release is named by the date of its newest record; with
     ``earlier`` (an earlier release's results.json), ``meta.changes`` says what changed since
     (:mod:`leaderboard.publishing.changes_since`); ``tuning_rule`` is the tuning rule the release
     checks each choice against (None: a release from before the check). Records with stopping
-    blocks that carry a target add ``meta.convergence`` (level, speed, reliability) and
-    ``meta.neighbours`` (each verdict at the neighbouring rates); without them the meta is as
-    before, so every earlier release reproduces."""
+    blocks that carry a target add ``meta.convergence`` (level, speed, reliability; ``ranges``,
+    {task: [low, high]}, the validation metrics' declared ranges, tells a seed at the cap with no
+    gain left) and ``meta.neighbours`` (each verdict at the neighbouring rates); without them the
+    meta is as before, so every earlier release reproduces."""
     board = aggregate(loaded, **aggregate_kwargs)
     baseline = board.meta.get("baseline", "softmax")
     current = current_records(loaded)
     extra = {"tuning": tuning.summary(current, tuning_rule),
              "curves": curves.summary(current, baseline),
-             "convergence": convergence.summary(current)}
+             "convergence": convergence.summary(current, ranges)}
     if extra["convergence"]:
         extra["neighbours"] = neighbour_words(current, board, set(extra["convergence"]))
     if earlier is not None:
@@ -311,7 +313,8 @@ def no_usable_records(results_dir: str | Path, loaded: LoadedRecords) -> str:
 def publish(results_dir: str | Path = "results", release: str | None = None,
             releases_dir: str | Path | None = None,
             leaderboard_md: str | Path | None = None, *, refuse_unclean: bool | None = None,
-            changes_since: str | None = None, **aggregate_kwargs) -> Published:
+            changes_since: str | None = None, ranges: dict | None = None,
+            **aggregate_kwargs) -> Published:
     """Aggregate ``results_dir`` into ``<releases_dir>/<release>/`` and refresh LEADERBOARD.md.
 
     Without ``releases_dir`` the release goes to ``<results_dir>/releases/`` and the index to
@@ -319,7 +322,8 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
     :func:`default_leaderboard_md`. ``refuse_unclean`` (default: when ``releases_dir`` is a
     ``leaderboard/releases``) refuses records from a dirty or unknown git tree. A results
     directory without one usable record is a :class:`ReleaseError` naming every unusable file.
-    ``changes_since`` names an earlier release in ``releases_dir`` to say what changed since."""
+    ``changes_since`` names an earlier release in ``releases_dir`` to say what changed since;
+    ``ranges`` declares the validation metrics' ranges (:func:`release_board`)."""
     if releases_dir is None:
         releases_dir = Path(results_dir) / RELEASES_SUBDIR
         if leaderboard_md is None:
@@ -340,7 +344,7 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
                 "`scorebench run --rerun all` on them), publish elsewhere (--out DIR), or pass "
                 "--allow-dirty for a local experiment.")
     earlier = None if changes_since is None else earlier_release(releases_dir, changes_since)
-    board = release_board(loaded, release, earlier=earlier, **aggregate_kwargs)
+    board = release_board(loaded, release, earlier=earlier, ranges=ranges, **aggregate_kwargs)
     release_dir = Path(releases_dir) / board.meta["release"]
     files = write_release(board, release_dir)
     md_path = leaderboard_md if leaderboard_md is not None else default_leaderboard_md(releases_dir)

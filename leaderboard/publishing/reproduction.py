@@ -172,6 +172,8 @@ def reproduce(results_dir: str | Path, releases_dir: str | Path,
     kwargs = {k: meta[k] for k in ("baseline", "n_boot", "alpha") if k in meta}
     kwargs["tuning_rule"] = next((t["rule"] for t in meta.get("tuning", {}).values()
                                   if "rule" in t), None)
+    kwargs["ranges"] = {task: c["range"] for task, c in meta.get("convergence", {}).items()
+                        if "range" in c}
     if "changes" in meta:
         kwargs["earlier"] = earlier_release(releases_dir, meta["changes"]["against"])
     loaded, later = as_published(loaded, json.loads(committed))

@@ -26,7 +26,9 @@ COLUMNS = (
      "lower is faster."),
     ("reliability [exact 95% CI]", "The fraction of seeds that reach the target, with its exact "
      "(Clopper-Pearson) 95% interval; a scorer whose seeds split says so."),
-    ("stops", "How the seeds stopped: converged, at the cap, not learned within the cap."),
+    ("stops", "How the seeds stopped: converged, at the cap (of those that learned: with no "
+              "gain left, their best value within the rule's tolerance of the metric's best "
+              "possible value; or learned, not converged), not learned within the cap."),
     ("verdict at the neighbouring rates", "Whether each verdict against the baseline keeps its "
      "sign at the scorer's neighbouring learning rates."),
 )
@@ -53,7 +55,10 @@ def reliability_text(s: dict) -> str:
 
 
 def stops_text(s: dict) -> str:
-    cut = f" ({unconverged(s)} of them learned, not converged)" if unconverged(s) else ""
+    learned = [f"{n} of them {what}" for n, what in ((s["no_gain_left"], "with no gain left"),
+                                                     (unconverged(s), "learned, not converged"))
+               if n]
+    cut = f" ({'; '.join(learned)})" if learned else ""
     never = f", {s['not_learned']} not learned within the cap" if s["not_learned"] else ""
     return f"{s['converged']} converged, {s['cap']} at the cap{cut}{never}"
 
@@ -112,7 +117,10 @@ def method_text(board) -> str:
             "split reads so: its mean level is then a mean that no seed has. A seed the cap "
             "stopped after it learned but before the rule saw it converge may not have reached "
             "its level: where most of a scorer's seeds did, a verdict on its level is partly one "
-            "on its speed. Beside each "
+            "on its speed. A seed whose best value was within the rule's tolerance of the "
+            "metric's best possible value (an accuracy of 1, a loss of 0) had no gain left: "
+            "only the rule's wait after a best kept it training, and it counts as converged at "
+            "its best step. Beside each "
             "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
             "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
             "at k/k neighbouring rates\" or \"rate-sensitive (holds at j/k)\".")
