@@ -26,6 +26,7 @@ level is then a mean that no seed has.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import binomtest
@@ -47,7 +48,7 @@ def unconverged(summary: dict) -> int:
     return summary["cap"] - summary["not_learned"] - summary["no_gain_left"]
 
 
-def no_gain_left(block: dict, direction: str, bounds: tuple[float, float | None]) -> bool:
+def no_gain_left(block: dict, direction: str, bounds: Sequence[float | None]) -> bool:
     """Whether a stopping block's best value is within its tolerance of the end of the metric's
     range ``bounds`` (low, high; None: unbounded) in ``direction``, so that no later evaluation
     could have improved on it by more than the tolerance."""
@@ -65,7 +66,7 @@ def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, 
     return reached / seeds, float(ci.low), float(ci.high)
 
 
-def seed_outcome(record: Record, bounds: tuple[float, float | None] | None = None) -> dict | None:
+def seed_outcome(record: Record, bounds: Sequence[float | None] | None = None) -> dict | None:
     """One reporting record's stop: reached, steps to the target, reason, learned and settled
     (every model converged, or learned with no gain left within ``bounds``, the validation
     metric's range); None without a target."""
@@ -121,9 +122,7 @@ def summary(loaded: LoadedRecords, ranges: dict[str, list] | None = None) -> dic
     ranges = ranges or {}
     groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in loaded.records:
-        bounds = ranges.get(r.task)
-        outcome = seed_outcome(r, None if bounds is None else tuple(bounds)) \
-            if r.status == "ok" else None
+        outcome = seed_outcome(r, ranges.get(r.task)) if r.status == "ok" else None
         if outcome is not None:
             groups[r.task][r.scorer_label].append(outcome)
     out = {}
