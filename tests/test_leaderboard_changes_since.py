@@ -280,14 +280,15 @@ def test_the_tuning_method_names_the_seeds_each_task_tuned_on():
 
 def converged(target, **medians):
     return {"target": target, "cap": 20000,
-            "scorers": {s: {"median_steps": m} for s, m in medians.items()}}
+            "scorers": {s: {"median_settled": m} for s, m in medians.items()}}
 
 
 def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_level():
-    """The earlier release trained 2,500 steps (its curves end there); now a's median seed
-    reaches the target at 6,000 (speed), b's within the budget beside softmax's (level), c's
-    never (level: a longer run did not move it), and d's within the budget while softmax's
-    after it (speed: the baseline was read mid-run)."""
+    """The earlier release trained 2,500 steps (its curves end there). Now a's median seed
+    reaches its best at 6,000 (speed), b's within the budget beside softmax's (level), c's never
+    learns (level: a longer run did not move it), and d's within the budget while softmax's
+    after it (speed: the baseline was read before it had reached its level); one the cap
+    stopped while it could still gain reads speed."""
     curve = {"step": [1, 100, 2500]}
     before = {"meta": {"release": "old", "curves": {"t": {"scorers": {"a": curve}}}},
               "rows": [row("t", "m", s, "worse") for s in "abc"] + [row("u", "m", "a", "worse")],
@@ -295,13 +296,13 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     now = ([row("t", "m", s, "n.s.") for s in "abc"] + [row("u", "m", "a", "n.s.")]
            + [row(task, "m", "softmax", None) for task in "tu"])
     ch = changes(now, [], before, "softmax", convergence={
-        "t": converged(0.9, a=6000.0, b=2000.0, c=None, softmax=2200.0)})
+        "t": converged(0.9, a=6000.0, b=2000.0, c=0.0, softmax=2200.0)})
     t, u = ch["tasks"]
     why = {v[1]: v[5] for v in t["verdicts"]}
-    assert why["a"] == ("speed: the median seed reached 0.9 at step 6,000 (softmax: step "
-                        "2,200); the earlier budget was 2,500 steps")
-    assert why["b"].startswith("level:") and why["c"].startswith("level: the median seed never "
-                                                                 "reached 0.9 (softmax: step")
+    assert why["a"] == ("speed: the median seed reached its best at step 6,000 (softmax: reached "
+                        "its best at step 2,200); the earlier budget was 2,500 steps")
+    assert why["b"].startswith("level:")
+    assert why["c"].startswith("level: the median seed never learned (softmax: reached its best")
     assert [len(v) for v in u["verdicts"]] == [5]           # u is not trained to convergence
     # every record of t was re-run, so the rule names the records beside any rule of the method
     assert {v[4] for v in t["verdicts"]} == {"the records, re-trained to convergence since"}
@@ -316,12 +317,12 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     late = changes([row("t", "m", "b", "n.s."), *base], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
-    # c never reaches the target, softmax only after the budget: the budget cut softmax's run
+    # c never learns, softmax is stopped by the cap while still gaining: the budget cut its run
     never = changes([row("t", "m", "c", "n.s."), *base], [], before, "softmax",
-                    convergence={"t": converged(0.9, c=None, softmax=3000.0)})
+                    convergence={"t": converged(0.9, c=0.0, softmax=None)})
     assert never["tasks"][0]["verdicts"][0][5] == (
-        "speed: the median seed never reached 0.9 (softmax: step 3,000); the earlier budget was "
-        "2,500 steps")
+        "speed: the median seed never learned (softmax: was still gaining at the cap); the earlier "
+        "budget was 2,500 steps")
     # part-way through the re-run, softmax has records but not the target's summary yet
     early = changes([row("t", "m", "a", "n.s."), *base], [], before, "softmax",
                     convergence={"t": converged(0.9, a=6000.0)})
@@ -335,6 +336,27 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     again = changes(now, [], {**before, "meta": {**before["meta"], "convergence": {"t": {}}}},
                     "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
     assert all(len(v) == 5 for v in again["tasks"][0]["verdicts"])
+
+
+def test_a_verdict_moved_with_a_changed_learning_rate_says_so():
+    """b's chosen rate moved from 1e-3 to 5e-4 between the releases, softmax's stayed at 2e-3:
+    the speed-or-level note names b's change; a rate neither release names is no change."""
+    def tuning(**chosen):
+        return {"t": {"scorers": {s: {"chosen": {"lr": lr}} for s, lr in chosen.items()}}}
+
+    before = {"meta": {"release": "old", "curves": {"t": {"scorers": {"b": {"step": [2500]}}}},
+                       "tuning": tuning(b=1e-3, softmax=2e-3)},
+              "rows": [row("t", "m", "b", "worse")], "overall": []}
+    now = [row("t", "m", "b", "n.s."), row("t", "m", "softmax", None)]
+    ch = changes(now, [], before, "softmax", convergence={
+        "t": converged(0.9, b=2000.0, softmax=2200.0)}, tuning=tuning(b=5e-4, softmax=2e-3))
+    assert ch["tasks"][0]["verdicts"][0][5] == (
+        "level: the median seed reached its best at step 2,000 (softmax: reached its best at "
+        "step 2,200); the earlier budget was 2,500 steps; chosen rate changed (b: lr 0.001 then, "
+        "lr 0.0005 now)")
+    unnamed = changes(now, [], before, "softmax", convergence={
+        "t": converged(0.9, b=2000.0, softmax=2200.0)})
+    assert unnamed["tasks"][0]["verdicts"][0][5].endswith("the earlier budget was 2,500 steps")
 
 
 def test_sweep_records_of_an_older_task_version_never_join_the_tuning_summary():

@@ -105,7 +105,8 @@ def scorer_summary(outcomes: list[dict]) -> dict:
             "stop_steps": sorted(o["stop_step"] for o in outcomes),
             "best_steps": sorted(o["best_step"] for o in outcomes),
             "median_steps": median_steps(outcomes),
-            "median_converged": median_converged(outcomes)}
+            "median_converged": median_converged(outcomes),
+            "median_settled": median_settled(outcomes)}
 
 
 def median_steps(outcomes: list[dict]) -> float | None:
@@ -138,6 +139,16 @@ def median_converged(outcomes: list[dict]) -> float | None:
     """The median seed's best step, a seed that ran to the cap with a gain still possible
     counting as slower than every settled seed; None when the median seed is such a seed."""
     value = float(np.median([o["best_step"] if o["settled"] else np.inf for o in outcomes]))
+    return None if np.isinf(value) or np.isnan(value) else value
+
+
+def median_settled(outcomes: list[dict]) -> float | None:
+    """The median seed's step after which a longer run left its standing as it was: its best
+    step where it converged or had no gain left, 0 where it never learned (it stayed on its
+    plateau), and after every other seed where the cap stopped it with a gain still possible;
+    None when the median seed is such a seed."""
+    value = float(np.median([0 if not o["learned"] else o["best_step"] if o["settled"]
+                             else np.inf for o in outcomes]))
     return None if np.isinf(value) or np.isnan(value) else value
 
 

@@ -10,13 +10,16 @@ or the normalized score of a release from before it). The release README's secti
 
 A task trained to convergence now (``meta.convergence``) and for a fixed number of steps in the
 earlier release (the last step of its learning curves there, the *budget*) adds to each moved
-verdict whether it moved by **speed** or by **level** (:func:`speed_or_level`): speed when the
-scorer's or the baseline's median seed reached the task's target only after that budget (the
-earlier release read that run mid-way); level when neither did: both reached it within the
-budget, or one never did while the other reached it within the budget (a longer run did not
-change where either stands). Where the scorer or the baseline has no records of the task yet, it
-says so. Its rule names the records too: every record of such a task was re-run, whatever rule
-of the method moved with them.
+verdict whether it moved by **speed** or by **level** (:func:`speed_or_level`), from where the
+scorer's and the baseline's median seeds settled (``median_settled``: the best step of a seed
+that converged or had no gain left, none for one the cap stopped while it could still gain, and
+step 0 for one that never learned): speed when either settled only after that budget, or never
+within the cap (the earlier release read that run before it had reached its level); level when
+both settled within it (a longer run did not change where either stands). Where either's chosen
+learning rate differs from the earlier release's, it says so too: the verdict then moved with
+the rate as well. Where the scorer or the baseline has no records of the task yet, it says so.
+Its rule names the records too: every record of such a task was re-run, whatever rule of the
+method moved with them.
 """
 from __future__ import annotations
 
@@ -43,12 +46,14 @@ def _tier(row: dict) -> str:
 
 
 def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
-            claims: list[dict] | None = None, convergence: dict | None = None) -> dict:
+            claims: list[dict] | None = None, convergence: dict | None = None,
+            tuning: dict | None = None) -> dict:
     """The changes from the earlier release ``earlier`` (its results.json) to ``rows``,
     ``overall`` and ``claims`` (this release's), as results.json's ``meta.changes`` holds them:
     per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
     scorer, before, now, the rule that moved it] (and, on a task newly trained to convergence,
-    :func:`speed_or_level` of ``convergence``, this release's ``meta.convergence``); per profile
+    :func:`speed_or_level` of ``convergence`` and ``tuning``, this release's ``meta.convergence``
+    and ``meta.tuning``); per profile
     the overalls' rank correlation; the overall tiers and the claim verdicts that moved. The
     baseline's own rows are left out, and a task's rows are not compared where the baseline has
     no records of it now (counted as ``no_baseline_now``)."""
@@ -76,8 +81,10 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
                      verdict_rule(a, b)]
             if key[1] in budgets:
                 moved[4] = retrained(moved[4])
+                rates = {label: rate_change(earlier["meta"].get("tuning"), tuning, key[1],
+                                            label) for label in (key[3], baseline)}
                 moved.append(speed_or_level(convergence[key[1]], key[3], baseline,
-                                            budgets[key[1]]))
+                                            budgets[key[1]], rates))
             item["verdicts"].append(moved)
         if _tier(a) != _tier(b):
             item["tiers"].append([key[2], key[3], _tier(a), _tier(b), tier_rule(a, b)])
@@ -96,23 +103,45 @@ def _budgets(earlier: dict, convergence: dict) -> dict[str, int]:
     return {task: last for task in convergence if (last := budget(curves, task)) is not None}
 
 
-def speed_or_level(task: dict, scorer: str, baseline: str, budget: int) -> str:
-    """Whether a verdict that moved on a task now trained to convergence moved by speed or by
-    level (module docstring), with the median seeds' steps to the target that decide it."""
-    def median(label: str) -> float | None:
-        summary = task["scorers"].get(label)
-        return None if summary is None else summary.get("median_steps")
+def rate_change(before: dict | None, now: dict | None, task: str, label: str) -> str | None:
+    """"lr 0.001 then, 0.0005 now" where a scorer's chosen point on ``task`` differs between two
+    releases' ``meta.tuning``; None where it does not, or either names none."""
+    def chosen(tuning: dict | None) -> dict | None:
+        scorers = ((tuning or {}).get(task) or {}).get("scorers", {})
+        return (scorers.get(label) or {}).get("chosen")
 
+    def text(point: dict) -> str:
+        return ", ".join(f"{key} {value:g}" for key, value in sorted(point.items()))
+
+    then, current = chosen(before), chosen(now)
+    if not then or not current or then == current:
+        return None
+    return f"{text(then)} then, {text(current)} now"
+
+
+def speed_or_level(task: dict, scorer: str, baseline: str, budget: int,
+                   rates: dict[str, str | None] | None = None) -> str:
+    """Whether a verdict that moved on a task now trained to convergence moved by speed or by
+    level (module docstring), with the median seeds' settling steps that decide it and, from
+    ``rates`` ({label: :func:`rate_change`}), the chosen rates that changed."""
     missing = [label for label in (scorer, baseline) if label not in task["scorers"]]
     if missing:
         return f"not known yet: {' and '.join(missing)} has no records of the task"
-    mine, base = median(scorer), median(baseline)
-    late = any(at is not None and at > budget for at in (mine, base))
-    reached = (f"never reached {task['target']:g}" if mine is None
-               else f"reached {task['target']:g} at step {steps(mine)}")
-    return (f"{'speed' if late else 'level'}: the median seed {reached} ({baseline}: "
-            f"{'never' if base is None else f'step {steps(base)}'}); the earlier budget was "
-            f"{budget:,} steps")
+
+    def settled(label: str) -> float | None:
+        return task["scorers"][label]["median_settled"]
+
+    def text(at: float | None) -> str:
+        if at is None:
+            return "was still gaining at the cap"
+        return "never learned" if at == 0 else f"reached its best at step {steps(at)}"
+
+    mine, base = settled(scorer), settled(baseline)
+    late = any(at is None or at > budget for at in (mine, base))
+    moved = [f"{label}: {change}" for label, change in sorted((rates or {}).items()) if change]
+    rate = f"; chosen rate changed ({'; '.join(moved)})" if moved else ""
+    return (f"{'speed' if late else 'level'}: the median seed {text(mine)} ({baseline}: "
+            f"{text(base)}); the earlier budget was {budget:,} steps{rate}")
 
 
 def _changed(a: float | None, b: float | None) -> bool:

@@ -269,7 +269,8 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
     if earlier is not None:
         now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
         extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline,
-                                         now.get("claims"), extra["convergence"])
+                                         now.get("claims"), extra["convergence"],
+                                         extra["tuning"])
     extra = {key: value for key, value in extra.items() if value}
     if extra:       # tuning, learning curves, convergence, changes (leaderboard/method/tuning.py, ...)
         board = Board(meta={**board.meta, **extra},

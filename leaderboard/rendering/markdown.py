@@ -459,8 +459,9 @@ def changes_section(ch: dict) -> str:
         lines += _changes_table(
             "Verdicts that changed"
             + (" (on a task now trained to convergence, by speed or by level: speed when the "
-               "scorer's or the baseline's median seed reached the target only after the "
-               "earlier release's step budget)" if why else "") + ":",
+               "scorer's or the baseline's median seed reached its best only after the earlier "
+               "release's step budget, or was still gaining at the cap; a changed learning rate "
+               "is named beside it)" if why else "") + ":",
             ["task", "metric", "scorer", "before", "now", "rule"]
             + (["speed or level"] if why else []),
             [[task, *(list(v) + [""] * width)[:width]] for task, v in verdicts], width - 4)
