@@ -120,6 +120,24 @@ def test_a_verdict_is_checked_at_the_neighbouring_rates_on_the_same_tuning_seeds
     assert words({"holds": 2, "of": 2}) == "holds at 2/2 neighbouring rates"
 
 
+def test_a_chosen_rate_at_an_end_of_its_grid_says_its_one_neighbour_is_all_there_is(tmp_path):
+    """cosformer is chosen at its grid's lowest rate, 1e-3: its one neighbour, 2e-3, is checked,
+    and the words say that no lower rate was run."""
+    from leaderboard.method.neighbours import WORSE, check, words
+
+    grid = {"softmax": {2e-3: 0.80}, "cosformer": {1e-3: 0.60, 2e-3: 0.30}}
+    for scorer, at in grid.items():
+        for lr, value in at.items():
+            for seed in (1000, 1001):
+                write_record(tmp_path, tuned("icl_mqar", scorer, seed, lr, value, role="sweep"))
+        write_record(tmp_path, tuned("icl_mqar", scorer, 0, min(at), 0.5, role="tuned"))
+    result = check(load_records(tmp_path), {("icl_mqar", "cosformer", "accuracy"): WORSE})
+    result = result[("icl_mqar", "cosformer", "accuracy")]
+    assert (result["rates"], result["edge"]) == ({2e-3: True}, "lowest")
+    assert words(result) == "holds at 1/1 neighbouring rates; the grid's lowest rate"
+    assert words({**result, "holds": 0}) == "rate-sensitive (holds at 0/1; the grid's lowest rate)"
+
+
 def test_a_neighbour_a_screen_left_on_two_seeds_is_compared_on_those_seeds(tmp_path):
     from leaderboard.method.neighbours import BETTER, check
 
@@ -223,7 +241,8 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     tables = markdown_tables(readme)
     level = merged(tables["icl_mqar"])
     ssa, soft = level["ssa"], level["softmax"]
-    assert ssa["level at the stop"].startswith("error 0.1") and "▲" in ssa["level at the stop"]
+    level = ssa["level (best checkpoint)"]
+    assert level.startswith("error 0.1") and "▲" in level
     speed = "speed: steps to the target [95% CI]"
     assert ssa[speed] == "1,000 [752, 1,248]; 2 of 5 did not reach it"
     assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
@@ -234,7 +253,7 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
         "seeds split: 3 of 5 reach it")
     assert merged(tables["icl_mqar (val_accuracy, higher is better)"])["softmax"][reach] == "600"
     assert "drawn seed by seed" in readme
-    assert ssa["verdict at the neighbouring rates"] == "error: rate-sensitive (holds at 1/2)"
+    assert ssa["verdict's sign at the neighbouring rates"] == "error: rate-sensitive (holds at 1/2)"
     assert soft[speed].startswith("680 [") and "did not" not in soft[speed]
     assert "split" not in soft["reliability [exact 95% CI]"]
     curves = merged(tables["icl_mqar (val_accuracy, higher is better)"])

@@ -8,7 +8,8 @@ own chosen rate over the same tuning seeds (at a rate a screen left out, its scr
 verdict holds there when the difference has the verdict's sign. A verdict that holds at every
 neighbour reads "holds at k/k neighbouring rates"; one that does not is "rate-sensitive". A
 neighbour with records on fewer than two seeds, or on a seed the baseline's chosen rate lacks, is
-left out.
+left out. A chosen rate at an end of its grid (grown edges included) has a neighbour on one side
+only, which the words say: no rate past it was run.
 """
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ def _means(sweeps: list[Record], rate: float, metric: str) -> dict[int, float]:
 def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
           baseline: str = "softmax") -> dict[tuple[str, str, str], dict]:
     """For each (task, scorer label, metric) -> sign (BETTER or WORSE, in the metric's favour),
-    ``{"holds": k, "of": m, "rates": {rate: bool}}``; verdicts without sweep metrics at any
-    neighbour are left out."""
+    ``{"holds": k, "of": m, "rates": {rate: bool}}``, with ``"edge": "lowest"`` or ``"highest"``
+    where the chosen rate ends its grid; verdicts without sweep metrics at any neighbour are left
+    out."""
     reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.records:
@@ -75,13 +77,16 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
             favour = diff if direction == "higher" else -diff
             rates[near] = favour * sign > 0
         if rates:
+            edge = "lowest" if rate == grid[0] else "highest" if rate == grid[-1] else None
             out[(task, label, metric)] = {"holds": sum(rates.values()), "of": len(rates),
-                                          "rates": rates}
+                                          "rates": rates, **({"edge": edge} if edge else {})}
     return out
 
 
 def words(result: dict) -> str:
-    """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)"."""
+    """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)", and where the chosen
+    rate ends its grid, "; the grid's lowest rate"."""
+    edge = f"; the grid's {result['edge']} rate" if result.get("edge") else ""
     if result["holds"] == result["of"]:
-        return f"holds at {result['holds']}/{result['of']} neighbouring rates"
-    return f"rate-sensitive (holds at {result['holds']}/{result['of']})"
+        return f"holds at {result['holds']}/{result['of']} neighbouring rates{edge}"
+    return f"rate-sensitive (holds at {result['holds']}/{result['of']}{edge})"

@@ -3,12 +3,12 @@
 holds at the neighbouring learning rates (``meta["neighbours"]``,
 :mod:`leaderboard.method.neighbours`): the README's section and the texts the page shows too.
 
-Per task, one row per scorer: the level (each headline metric at the stop, its mean with the
-front page's mark against the baseline, from the board's rows), the speed (mean steps to the
-target over the seeds that reach it, with its t interval, and how many did not), the
-reliability (the fraction of seeds that reach the target, with its exact binomial interval; a
-scorer whose seeds split says so), how the seeds stopped, and the neighbouring-rate words beside
-each verdict."""
+Per task, one row per scorer: the level (each headline metric at the best-validation
+checkpoint, its mean with the front page's mark against the baseline, from the board's rows),
+the speed (mean steps to the target over the seeds that reach it, with its t interval, and how
+many did not), the reliability (the fraction of seeds that reach the target, with its exact
+binomial interval; a scorer whose seeds split says so), how the seeds stopped, and the
+neighbouring-rate words beside each verdict."""
 from __future__ import annotations
 
 from ..method.convergence import CAP_MULTIPLE, cap_multiple, unconverged
@@ -19,7 +19,7 @@ from .text import column_format, markdown_text, missing, steps, verdict_mark
 # Each column of a task's table: its header and what it means (the page's header title).
 COLUMNS = (
     ("scorer", "The attention scoring function."),
-    ("level at the stop", "Each headline metric at the stop (the best-validation checkpoint), its "
+    ("level (best checkpoint)", "Each headline metric at the best-validation checkpoint, its "
      "mean over seeds and its mark against the baseline."),
     ("speed: steps to the target [95% CI]", "Steps to the target of the validation metric: the "
      "mean over the seeds that reach it with its 95% t interval, and how many seeds do not; "
@@ -29,11 +29,13 @@ COLUMNS = (
     ("stops", "How the seeds stopped: converged, at the cap (of those that learned: with no "
               "gain left, their best value within the rule's tolerance of the metric's best "
               "possible value; or learned, not converged), not learned within the cap."),
-    ("verdict at the neighbouring rates", "Whether each verdict against the baseline keeps its "
-     "sign at the scorer's neighbouring learning rates."),
+    ("verdict's sign at the neighbouring rates", "Whether the sign of each verdict against the "
+     "baseline (the direction of the mean difference on the tuning seeds, not its significance) "
+     "holds at the scorer's neighbouring learning rates; a chosen rate at an end of its grid "
+     "has a neighbour on one side only."),
 )
 # The columns whose text carries a record's strings (scorer labels, metric names).
-RECORD_TEXT = {"scorer", "level at the stop", "verdict at the neighbouring rates"}
+RECORD_TEXT = {"scorer", "level (best checkpoint)", "verdict's sign at the neighbouring rates"}
 
 
 def speed_text(s: dict) -> str:
@@ -108,10 +110,10 @@ def method_text(board) -> str:
                         for task, c in sorted(board.meta["convergence"].items()))
     return ("The synthetic tasks train until their validation metric stops improving, or to a "
             f"cap ({targets}), and report the checkpoint with the best validation value. Three "
-            "numbers per scorer, apart: the **level**, each headline metric at the stop with its "
-            "mark against the baseline (▲ / ▼ better / worse, · no verdict, – uninformative; "
-            "the tests are the board's); the **speed**, the steps to the target of the "
-            "validation metric, the mean over the seeds that reach it with its 95% t interval, "
+            "numbers per scorer, apart: the **level**, each headline metric at that checkpoint "
+            "with its mark against the baseline (▲ / ▼ better / worse, · no verdict, – "
+            "uninformative; the tests are the board's); the **speed**, the steps to the target "
+            "of the validation metric, the mean over the seeds that reach it with its 95% t interval, "
             "and how many seeds do not; the **reliability**, the fraction of seeds that reach "
             "the target with its exact (Clopper-Pearson) 95% interval. A scorer whose seeds "
             "split reads so: its mean level is then a mean that no seed has. A seed the cap "

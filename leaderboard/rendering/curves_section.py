@@ -113,7 +113,8 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
                   "baseline's final curve value (– : never)."
                   + (" A task trained to convergence shows instead the stopping rule's curve, "
                      "evaluated every few steps to the stop, a seed that stopped standing at its "
-                     "best value after it, each scorer's median stop step, and the first step at "
+                     "best value after it, the best validation value (the reported "
+                     "checkpoint's), each scorer's median stop step, and the first step at "
                      "which the mean curve reaches the target its speed and reliability are "
                      "measured at (the speed column of \"Level, speed and reliability\" is the "
                      "mean of each seed's own step)."
@@ -127,7 +128,7 @@ def markdown(curves: dict | None, plots: list[str]) -> str:
         reach = (f"first step the mean reaches the target {c['target']:g}"
                  if c.get("target") is not None
                  else f"first step {rule} {markdown_text(c['baseline'])}'s final")
-        headers = ["scorer", "seeds", f"final {metric}", reach] + (
+        headers = ["scorer", "seeds", f"{'best' if dense else 'final'} {metric}", reach] + (
             ["median stop step"] if dense else [])
         finals = number_format([s["final"] for s in c["scorers"].values() if _finite(s["final"])])
         body = [[markdown_text(label), str(s["seeds"]), _num(s["final"], finals),
