@@ -405,3 +405,23 @@ def test_the_tuning_table_of_a_rule_with_a_target_shows_its_score_not_a_worst_ce
     assert "at its rate: seeds at the target, median" in text and "worst cell" not in text
     row = next(line for line in text.splitlines() if line.startswith("| ssa"))
     assert "| 100%, 1.00 " in row
+
+
+def test_the_tuning_method_names_the_choices_a_tie_decided():
+    """Each task names the scorers whose rate a tie decided, and how many of their rates tied."""
+    from leaderboard.rendering.tuning_section import _rule_text
+
+    def scorer(tied, scores):
+        return {"chosen": {"lr": 1e-3}, "rule_choice": {"lr": 1e-3}, "complete": True,
+                "rate_scores": scores, **({"tied": tied} if tied else {})}
+    three = {"lr=0.001": 0.17, "lr=0.002": 0.18, "lr=0.004": None}
+    tuning = {"icl_linear": {"rule": "worst cell at the rate, rates within 0.05 a tie ...",
+                             "scorers": {"softmax": scorer(["lr=0.001", "lr=0.002"], three),
+                                         "ssa": scorer([], three)}},
+              "icl_mqar": {"rule": "most tuning seeds reaching 0.9 ...",
+                           "scorers": {"sparsemax": scorer(["lr=0.001", "lr=0.002"],
+                                                           {**three, "lr=0.004": 0.3})}}}
+    text = _rule_text(tuning)
+    assert text.endswith("decided: icl_linear: softmax (every rate); icl_mqar: sparsemax (2 of "
+                         "3).")
+

@@ -123,6 +123,7 @@ class Choice:
     rate_scores: dict[str, float | None] = field(default_factory=dict)  # rate label -> worst cell
     rate_reached: dict[str, float] = field(default_factory=dict)   # rate -> fraction at target
     cells: list[tuple[Point, int]] = field(default_factory=list)   # (point, leading seeds) needed
+    tied: list[str] = field(default_factory=list)   # the rates the area chose among (a tie)
 
     @property
     def complete(self) -> bool:
@@ -278,6 +279,7 @@ class Pick:
     rate_scores: dict[str, float | None]
     best: Point | None
     rate_reached: dict[str, float] = field(default_factory=dict)   # rate -> fraction at target
+    tied: list[str] = field(default_factory=list)   # the rates the area chose among (a tie)
 
 
 def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
@@ -298,16 +300,19 @@ def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
     if not scored:
         return Pick(scores, rate_scores, None)
     best_rate = max(scored, key=lambda r: judged[r])   # ties: the first
+    tied: list[str] = []
     if rule.tie:
         tied = [r for r in scored if judged[r][0] == judged[best_rate][0]
                 and judged[r][1] >= judged[best_rate][1] - rule.tie]
         areas = {r: rule.area(cells[r]) for r in tied}
         if len(tied) > 1 and all(a is not None for a in areas.values()):
             best_rate = max(tied, key=lambda r: areas[r])
+        else:
+            tied = []
     best = max(at_rate[best_rate], key=lambda p: sign * scores[point_label(p)])
     return Pick(scores, rate_scores, best,
                 {r: j[0] for r, j in judged.items() if j is not None} if rule.target is not None
-                else {})
+                else {}, tied)
 
 
 def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: int,
@@ -357,7 +362,7 @@ def choose(base: dict[str, tuple[float, ...]], direction: str, max_extensions: i
     return Choice(axes, chosen.scores, [], best,
                   at_edge=[f"{k}:{side}" for k, side in edges], extensions=counts,
                   rate_scores=chosen.rate_scores, rate_reached=chosen.rate_reached,
-                  cells=needed)
+                  cells=needed, tied=chosen.tied)
 
 
 def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, rule: Rule,
@@ -395,7 +400,8 @@ def confirmed(grid: list[Point], found: dict[str, list | None], screen: Pick, ru
         joining = [r for r in at_rate if r not in chosen and reach.get(r, 0.0) > level]
     return needed, Pick({**screen.scores, **picked.scores},
                         {**screen.rate_scores, **picked.rate_scores}, picked.best,
-                        {**reach, **picked.rate_reached}), []
+                        {**reach, **picked.rate_reached},
+                        picked.tied if len(chosen) > 1 else screen.tied), []
 
 
 def _growth(axes: dict[str, tuple[float, ...]], best: Point, chosen: Pick, rule: Rule,

@@ -132,7 +132,8 @@ def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
     choice = choose(axes, direction, 0, lambda p: [cells[point_label(p)].get(s) for s in seeds],
                     rates=RATE_KEYS, rule=Rule.of(direction, block.get("rule_params")))
     return {"rule_choice": choice.chosen, "rate_scores": choice.rate_scores,
-            **({"rate_reached": choice.rate_reached} if choice.rate_reached else {})}
+            **({"rate_reached": choice.rate_reached} if choice.rate_reached else {}),
+            **({"tied": choice.tied} if choice.tied else {})}
 
 
 def _grid_of(recs: list[Record]) -> dict:
