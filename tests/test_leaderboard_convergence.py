@@ -278,7 +278,9 @@ def test_records_without_a_target_add_nothing_to_the_release(tmp_path):
 
 def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_never_does(
         tmp_path):
-    """softmax and 'quick' reach the target on every seed, ssa on 3 of 5, relu on none."""
+    """softmax and 'quick' reach the target on every seed, ssa on 3 of 5, relu on none; quick's
+    mean steps, 500 [304, 696], against softmax's 680 [576, 784]: the intervals overlap, which
+    the line says; a 'quicker' at 120 [100, 140] is apart from softmax."""
     from leaderboard.publishing.release import release_board
     from leaderboard.rendering import summary
 
@@ -290,7 +292,11 @@ def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_ne
     assert ("icl_mqar, trained until its validation metric converges (target 0.9, cap 2,000 "
             "steps): 2 of 4 scorers reach the target on every seed; seeds split for ssa (3/5); "
             "no seed reaches it within the cap for relu. Fewest steps to the target of them, "
-            "mean over seeds: quick (500; softmax 680).") in text
+            "mean over seeds: quick (500; softmax 680, their 95% intervals overlapping).") in text
+    for seed in range(5):
+        write_record(root, converged_record("quicker", seed, 0.3, 100 + 10 * seed))
+    text = " ".join(summary.sentences(release_board(load_records(root), "r1", n_boot=200)))
+    assert "mean over seeds: quicker (120; softmax 680)." in text
 
 
 def test_a_scorer_the_cap_stopped_before_it_converged_reads_so_beside_its_level(tmp_path):

@@ -153,6 +153,13 @@ def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> st
     return f"{task} against {baseline}, by headline metric: {'; '.join(parts)}."
 
 
+def _intervals_apart(a: dict, b: dict) -> bool:
+    """Whether two speeds' intervals (``lo``, ``hi``; missing for one seed) do not overlap."""
+    if any(missing(s.get(end)) for s in (a, b) for end in ("lo", "hi")):
+        return False
+    return a["hi"] < b["lo"] or b["hi"] < a["lo"]
+
+
 def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     """A task trained to convergence: who reaches its target on every seed, whose seeds split,
     who never does within the cap, and the baseline's and the fastest scorer's mean steps."""
@@ -176,8 +183,11 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     if every:
         mean = {label: s["speed"]["mean"] for label, s in every.items()}
         fastest = min(mean, key=lambda label: (mean[label], label))
-        base = (f"; {baseline} {steps(mean[baseline])}"
-                if baseline in mean and fastest != baseline else "")
+        base = ""
+        if baseline in mean and fastest != baseline:
+            apart = _intervals_apart(every[fastest]["speed"], every[baseline]["speed"])
+            base = (f"; {baseline} {steps(mean[baseline])}"
+                    + ("" if apart else ", their 95% intervals overlapping"))
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
                  f"({steps(mean[fastest])}{base})." if len(mean) > 1 else
                  f" Steps to the target, mean over seeds: {fastest} ({steps(mean[fastest])}).")
