@@ -332,6 +332,18 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
                 if "speed or level" in table["headers"]]
     a = next(r for r in moved["rows"] if r["scorer"] == "a")
     assert moved["notes"][a["speed or level"]] == why["a"]
+    # a tier that moved on the re-run task names the records too; a row that turned
+    # degenerate (every scorer one value) lost its tier by that rule
+    tiers = changes([row("t", "m", "a", "worse", tier=2),
+                     {**row("t", "m2", "a", "n.s.", tier=None), "degenerate": "every scorer "
+                      "gives 1 at every seed"}, *base], [],
+                    {**before, "rows": [row("t", "m", "a", "worse", tier=1),
+                                        row("t", "m2", "a", "n.s.", tier=1)]},
+                    "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
+    assert {v[0]: v[4] for v in tiers["tasks"][0]["tiers"]} == {
+        "m": "the records, re-trained to convergence since",
+        "m2": "degenerate: a metric on which every scorer gives one value has no tiers; and the "
+              "records, re-trained to convergence since"}
     # an earlier release trained to convergence too: nothing to say
     again = changes(now, [], {**before, "meta": {**before["meta"], "convergence": {"t": {}}}},
                     "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})

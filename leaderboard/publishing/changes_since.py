@@ -87,7 +87,9 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
                                             budgets[key[1]], rates))
             item["verdicts"].append(moved)
         if _tier(a) != _tier(b):
-            item["tiers"].append([key[2], key[3], _tier(a), _tier(b), tier_rule(a, b)])
+            rule = tier_rule(a, b)
+            item["tiers"].append([key[2], key[3], _tier(a), _tier(b),
+                                  retrained(rule) if key[1] in budgets else rule])
     return {"against": earlier["meta"]["release"], "tasks": [per_task[k] for k in sorted(per_task)],
             "overall": _overall_changes(overall, earlier["overall"]),
             "overall_tiers": _overall_tiers(overall, earlier["overall"]),
@@ -176,6 +178,8 @@ def tier_rule(a: dict, b: dict) -> str:
     """Which rule of the method moved a row's tier."""
     if a.get("informative") != b.get("informative"):
         return "informative: an uninformative metric has no tiers"
+    if bool(a.get("degenerate")) != bool(b.get("degenerate")):
+        return "degenerate: a metric on which every scorer gives one value has no tiers"
     if _changed(a.get("min_effect"), b.get("min_effect")):
         return "practical size: differences below the minimum effect do not separate tiers"
     return RECORDS
