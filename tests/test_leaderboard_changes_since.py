@@ -60,7 +60,9 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
                        dict(row("t", "m", "c", "tie"), min_effect=1e-6, informative=True)],
               "overall": [dict(profile="cpu", scorer="a", score=0.5, tier=1)],
               "claims": [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="supported"),
-                         dict(profile="cpu", id="j", scorer="x", metric="m1", verdict="n.s.")]}
+                         dict(profile="cpu", id="j", scorer="x", metric="m1", verdict="n.s."),
+                         dict(profile="cpu", id="i", scorer="x", metric="m1",
+                              verdict="supported")]}
     now_rows = [dict(row("t", "m", "a", "within resolution", 1), min_effect=0.02,
                      informative=True),
                 dict(row("t", "m", "b", "uninformative", None), min_effect=1e-6,
@@ -69,7 +71,9 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
                 row("t", "m", "softmax", None)]
     claims = [dict(profile="cpu", id="k", scorer="x", metric="m", verdict="premise absent"),
               dict(profile="cpu", id="j", scorer="x", metric="m2", verdict="uninformative"),
-              dict(profile="cpu", id="k", scorer="y", metric="m", verdict="not run")]
+              dict(profile="cpu", id="k", scorer="y", metric="m", verdict="not run"),
+              dict(profile="cpu", id="i", scorer="x", metric="m2", verdict="not run",
+                   reason="no x records of t / m2")]
     ch = changes(now_rows, [dict(profile="cpu", scorer="a", poi=0.6, tier=2)], before,
                  "softmax", claims)
     rules = {v[1]: v[4] for v in ch["tasks"][0]["verdicts"]}
@@ -82,6 +86,8 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
                                     "score"]]
     why = {(c[1], c[2]): c[5] for c in ch["claims"]}
     assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
+    # a claim no longer run says why, not that its metric changed
+    assert why[("i", "x")] == "not run: no x records of t / m2"
     assert why[("k", "y")].startswith("new entry")
     text = changes_section(ch)
     assert "Overall tiers that changed" in text and "Claim verdicts that changed" in text

@@ -211,6 +211,8 @@ def _claim_changes(now: list[dict], before: list[dict]) -> list[list]:
             continue
         if a is None:
             why = "new entry: every SSA claim reports both parametrizations"
+        elif c["verdict"] == "not run":
+            why = f"not run: {c.get('reason') or 'no records to test it on'}"
         elif a["metric"] != c["metric"]:
             why = f"judged on {c['metric']} (was {a['metric']})"
         elif c["verdict"] == "premise absent":
