@@ -53,6 +53,29 @@ def test_speed_counts_the_seeds_that_reach_the_target_and_a_split_reads_so(tmp_p
     assert ssa["reliability"] == 0.6
 
 
+def test_a_seed_of_several_models_settles_when_its_last_model_does(tmp_path):
+    """A task that trains two models per cell (icl_quantifiers): a seed settles at the later of
+    its models' settle steps, a model that never learned at 0 and one the cap stopped while it
+    could still gain never, so the median seed of three with one such model is unsettled."""
+    def two_models(seed, first, second):
+        record = stopped("icl_quantifiers", "softmax", seed, 100)
+        block = record["extra"]["train"]["stopping"]
+        record["extra"]["train"] = {"every": {"stopping": {**block, **first}},
+                                    "some": {"stopping": {**block, **second}}}
+        return record
+
+    never = {"learned": False, "reason": "cap", "stop_step": 8000, "best_step": 7000}
+    gaining = {"reason": "cap", "stop_step": 8000, "best_step": 7900}
+    write_record(tmp_path, two_models(0, never, gaining))
+    write_record(tmp_path, two_models(1, {"best_step": 300}, never))
+    write_record(tmp_path, two_models(2, {"best_step": 300}, gaining))
+    soft = summary(load_records(tmp_path))["icl_quantifiers"]["scorers"]["softmax"]
+    assert soft["median_settled"] is None          # settle steps: inf, 300, inf
+    write_record(tmp_path, two_models(2, {"best_step": 300}, {"best_step": 500}))
+    soft = summary(load_records(tmp_path))["icl_quantifiers"]["scorers"]["softmax"]
+    assert soft["median_settled"] == 500           # inf, 300, 500
+
+
 def test_the_cap_is_stated_against_the_baselines_median_convergence(tmp_path):
     """Softmax's seeds reach their best values at 4,300-7,900 steps and one runs to the cap: the
     median seed's 6,000 makes the 22,000-step cap 3.7x it, below the protocol's 4x, which the
@@ -74,17 +97,29 @@ def test_the_cap_is_stated_against_the_baselines_median_convergence(tmp_path):
     board = SimpleNamespace(meta={"baseline": "softmax", "convergence": out})
     assert " ".join(cap_text(board).split()) == (
         "The caps against softmax's convergence, the step at which it reached the best value the "
-        "rule then stopped it at, on its reporting seeds: icl_mqar: the cap, 22,000 steps, is "
-        "3.7x the median seed's 6,000, below the protocol's 4x: a scorer that slow reads \"not "
-        "learned within the cap\", not \"slower\" (the best step of each seed: 4,300, 4,800, "
-        "6,000, 7,900, 13,800; 1 ran to the cap).")
+        "rule then stopped it at (or one that left no gain), on its reporting seeds: icl_mqar: "
+        "the cap, 22,000 steps, is 3.7x the median seed's 6,000, below the protocol's 4x: a "
+        "scorer that slow reads \"not learned within the cap\", not \"slower\" (the best step "
+        "of each seed: 4,300, 4,800, 6,000, 7,900, 13,800; 1 ran to the cap unconverged, counted "
+        "as slower than every other seed).")
+    # with the accuracy's range declared, seed 4's best value, 0.995, left no gain above 0.01
+    record = stopped("icl_mqar", "softmax", 4, 2000, cap=22000, best_step=13800, reason="cap")
+    record["extra"]["train"]["stopping"]["best_value"] = 0.995
+    record["extra"]["validation"] = {"metric": "val_accuracy", "direction": "higher"}
+    write_record(tmp_path, record)
+    bounded = summary(load_records(tmp_path), {"icl_mqar": [0.0, 1.0]})
+    assert bounded["icl_mqar"]["scorers"]["softmax"]["median_converged"] == 6000
+    text = cap_text(SimpleNamespace(meta={"baseline": "softmax", "convergence": bounded}))
+    assert " ".join(text.split()).endswith(
+        "13,800; 1 reached the cap with no gain left, counted at its best step).")
     for seed in range(3):
         write_record(tmp_path, stopped("icl_mqar", "softmax", seed, None, cap=22000,
                                        best_step=20000, reason="cap", learned=False))
     out = summary(load_records(tmp_path))
     assert cap_multiple(out["icl_mqar"], "softmax") == 0.0
     text = cap_text(SimpleNamespace(meta={"baseline": "softmax", "convergence": out}))
-    assert "icl_mqar: the median seed ran to the cap, 22,000 steps, below the protocol's 4x" in text
+    assert ("icl_mqar: the median seed ran to the cap, 22,000 steps, unconverged, below the "
+            "protocol's 4x") in " ".join(text.split())
 
 
 def tuned(task, scorer, seed, lr, value, *, role):
@@ -136,6 +171,15 @@ def test_a_chosen_rate_at_an_end_of_its_grid_says_its_one_neighbour_is_all_there
     assert (result["rates"], result["edge"]) == ({2e-3: True}, "lowest")
     assert words(result) == "holds at 1/1 neighbouring rates; the grid's lowest rate"
     assert words({**result, "holds": 0}) == "rate-sensitive (holds at 0/1; the grid's lowest rate)"
+    # a middle rate whose neighbour has one seed only: that neighbour is left out, and counted
+    write_record(tmp_path, tuned("icl_mqar", "ssa", 0, 2e-3, 0.5, role="tuned"))
+    for lr, seeds in ((1e-3, (1000, 1001)), (4e-3, (1000,))):
+        for seed in seeds:
+            write_record(tmp_path, tuned("icl_mqar", "ssa", seed, lr, 0.4, role="sweep"))
+    ssa = check(load_records(tmp_path), {("icl_mqar", "ssa", "accuracy"): WORSE})
+    ssa = ssa[("icl_mqar", "ssa", "accuracy")]
+    assert (ssa["rates"], ssa["left_out"], "edge" in ssa) == ({1e-3: True}, 1, False)
+    assert words(ssa) == "holds at 1/1 neighbouring rates; 1 left out"
 
 
 def test_a_neighbour_a_screen_left_on_two_seeds_is_compared_on_those_seeds(tmp_path):
@@ -264,6 +308,27 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     cells = {r["attrs"]["data-scorer"]: [c["text"] for c in r["cells"]] for r in table["rows"]}
     assert cells["ssa"][3] == "0.60 [0.15, 0.95]; seeds split: 3 of 5 reach the target"
     assert cells["ssa"][5] == "error: rate-sensitive (holds at 1/2)"
+
+
+def test_a_release_against_a_fixed_step_one_says_speed_or_level_and_a_changed_rate(tmp_path):
+    """Against an earlier release that trained 2,500 steps and chose lr 1e-3 for ssa, ssa's
+    verdict that moved names the rate it is chosen at now, 2e-3, beside speed or level."""
+    import json
+
+    from leaderboard.publishing.release import release_board
+
+    loaded = load_records(converged_results(tmp_path / "results"))
+    now = json.loads(release_board(loaded, "r0", n_boot=200).to_json())
+    rows = [{**r, "vs_baseline": "n.s." if r["scorer"] == "ssa" else r["vs_baseline"]}
+            for r in now["rows"]]
+    earlier = {"meta": {"release": "old",
+                        "curves": {"icl_mqar": {"scorers": {"ssa": {"step": [1, 2500]}}}},
+                        "tuning": {"icl_mqar": {"scorers": {"ssa": {"chosen": {"lr": 1e-3}}}}}},
+               "rows": rows, "overall": now["overall"]}
+    changes = release_board(loaded, "r1", earlier=earlier, n_boot=200).meta["changes"]
+    (moved,) = [v for t in changes["tasks"] for v in t["verdicts"] if v[1] == "ssa"]
+    assert moved[5].startswith("level: the median seed reached its best at step ")
+    assert moved[5].endswith("; chosen rate changed (ssa: lr 0.001 then, lr 0.002 now)")
 
 
 def test_records_without_a_target_add_nothing_to_the_release(tmp_path):
@@ -413,6 +478,24 @@ def test_the_tuning_table_of_a_rule_with_a_target_shows_its_score_not_a_worst_ce
     assert "| 100%, 1.00 " in row
 
 
+def test_the_release_recomputes_which_rates_a_tie_decided_among(tmp_path):
+    """Every tuning seed at 1e-3 and 2e-3 reaches the target and ends at an accuracy of 1, within
+    the tolerance 0.01: the release's recomputed choice names both as tied; 4e-3 never learns."""
+    from leaderboard.loading.choice import SELECTION_RULE
+    from leaderboard.method.tuning import summary
+
+    reach = {1e-3: (700, 800), 2e-3: (600, 700), 4e-3: (None, None)}
+    for lr, steps in reach.items():
+        for seed, step in zip((1000, 1001), steps):
+            write_record(tmp_path, converged_record("ssa", seed, 0.2, step, lr=lr, role="sweep",
+                                                    stop=None if step else 2000))
+    record = converged_record("ssa", 0, 0.2, 700, lr=1e-3)
+    record["tuning"]["rule_params"] = {"target": 0.9, "tie": 0.01}
+    write_record(tmp_path, record)
+    ssa = summary(load_records(tmp_path), rule=SELECTION_RULE)["icl_mqar"]["scorers"]["ssa"]
+    assert ssa["tied"] == ["lr=0.001", "lr=0.002"]
+
+
 def test_the_tuning_method_names_the_choices_a_tie_decided():
     """Each task names the scorers whose rate a tie decided, and how many of their rates tied."""
     from leaderboard.rendering.tuning_section import _rule_text
@@ -428,6 +511,8 @@ def test_the_tuning_method_names_the_choices_a_tie_decided():
                            "scorers": {"sparsemax": scorer(["lr=0.001", "lr=0.002"],
                                                            {**three, "lr=0.004": 0.3})}}}
     text = _rule_text(tuning)
-    assert text.endswith("decided: icl_linear: softmax (every rate); icl_mqar: sparsemax (2 of "
-                         "3).")
+    assert text.endswith("tied: icl_linear: softmax (all 2); icl_mqar: sparsemax (2 of 3).")
+    # a scorer reported at an earlier rule's point: the tie decided the rule's choice, not its
+    tuning["icl_mqar"]["scorers"]["sparsemax"]["chosen"] = {"lr": 2e-3}
+    assert _rule_text(tuning).endswith("tied: icl_linear: softmax (all 2).")
 

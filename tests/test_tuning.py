@@ -210,23 +210,30 @@ def test_a_screen_where_no_seed_learns_is_the_choice_and_confirms_nothing():
 
 
 def test_a_choice_a_tie_decided_names_the_tied_rates():
-    """1e-3, 2e-3 and 4e-3 have every seed at the target with medians 0.95, 0.955 and 0.947:
-    within the tolerance 0.01 of the best, a tie the area breaks (2e-3's 0.7 is the largest);
-    8e-3's median 0.93 is outside it. Screened on 2 seeds, the choice is the screen's, confirmed
-    on its own: the tie that decided it is the screen's. With no tie tolerance there is none."""
+    """1e-3, 2e-3 and 4e-3 have every seed at the target with medians 0.955, 0.95 and 0.947:
+    within the tolerance 0.01 of the best, a tie the area breaks (2e-3's 0.7 is the largest, so
+    it is chosen over the best median); 8e-3's median 0.93 is outside it. Screened on 2 seeds,
+    the same choice, confirmed on its own: the tie that decided it is the screen's. With no tie
+    tolerance there is none, and the best median is chosen."""
     base = {"lr": (1e-3, 2e-3, 4e-3, 8e-3)}
-    found = {1e-3: [Trial("ok", 0.95, True, 0.6)] * 4, 2e-3: [Trial("ok", 0.955, True, 0.7)] * 4,
+    found = {1e-3: [Trial("ok", 0.955, True, 0.6)] * 4, 2e-3: [Trial("ok", 0.95, True, 0.7)] * 4,
              4e-3: [Trial("ok", 0.947, True, 0.5)] * 4, 8e-3: [Trial("ok", 0.93, True, 0.9)] * 4}
     full = choose(base, "higher", 0, lookup_from(found), rates=RATES,
                   rule=Rule("higher", tie=0.01, target=0.9))
     assert full.chosen == {"lr": 2e-3}
     assert full.tied == ["lr=0.001", "lr=0.002", "lr=0.004"]
-    screened = choose(base, "higher", 0, lookup_from(found), rates=RATES,
-                      rule=Rule("higher", tie=0.01, target=0.9, screen=2))
+    screen = Rule("higher", tie=0.01, target=0.9, screen=2)
+    screened = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=screen)
     assert screened.chosen == {"lr": 2e-3}
     assert screened.tied == ["lr=0.001", "lr=0.002", "lr=0.004"]
     plain = choose(base, "higher", 0, lookup_from(found), rates=RATES)
-    assert plain.chosen == {"lr": 2e-3} and plain.tied == []
+    assert plain.chosen == {"lr": 1e-3} and plain.tied == []
+    # 2e-3 fails a confirming seed: 1e-3 and 4e-3, every screened seed at the target, join it;
+    # of the confirmed rates 1e-3 and 4e-3 tie on every seed, and the area chooses 1e-3
+    found[2e-3] = [Trial("ok", 0.95, True, 0.7)] * 2 + [STUCK, Trial("ok", 0.95, True, 0.7)]
+    confirmed = choose(base, "higher", 0, lookup_from(found), rates=RATES, rule=screen)
+    assert confirmed.chosen == {"lr": 1e-3}
+    assert confirmed.tied == ["lr=0.001", "lr=0.004"]
 
 
 def test_a_confirmed_rate_that_falls_below_another_screen_lets_that_rate_run_its_seeds():

@@ -1,8 +1,9 @@
 """Level, speed and reliability of the tasks trained until their validation metric converges
 (``stop = "converged"``, tasks/stopping.py), reported apart.
 
-The level is the headline metric at the stop (the board's rows and verdicts). Here, per task
-whose reporting records carry a stopping block with a ``target``, per scorer:
+The level is the headline metric at the best-validation checkpoint (the board's rows and
+verdicts). Here, per task whose reporting records carry a stopping block with a ``target``, per
+scorer:
 
 - **reliability**: the seeds whose every model reached the target (``target_step`` set) over the
   seeds, with the exact (Clopper-Pearson) 95% interval of a binomial proportion;
@@ -67,22 +68,32 @@ def reliability(reached: int, seeds: int, alpha: float = ALPHA) -> tuple[float, 
 
 
 def seed_outcome(record: Record, bounds: Sequence[float | None] | None = None) -> dict | None:
-    """One reporting record's stop: reached, steps to the target, reason, learned and settled
-    (every model converged, or learned with no gain left within ``bounds``, the validation
-    metric's range); None without a target."""
+    """One reporting record's stop: reached, steps to the target, reason, learned, settled (every
+    model converged, or learned with no gain left within ``bounds``, the validation metric's
+    range) and the settle step (the latest of its models': a model's best step where it settled,
+    0 where it never learned, infinite where the cap stopped it with a gain still possible);
+    None without a target."""
     blocks = record.stopping
     reached = reached_target(blocks)
     if reached is None:
         return None
     direction = (record.validation or {}).get("direction")
-    settled = all(b["reason"] == "converged" or (
-        b["learned"] and bounds is not None and direction is not None
-        and no_gain_left(b, direction, bounds)) for b in blocks)
+
+    def settled(b: dict) -> bool:
+        return b["reason"] == "converged" or (
+            b["learned"] and bounds is not None and direction is not None
+            and no_gain_left(b, direction, bounds))
+
+    def settle_step(b: dict) -> float:
+        return 0 if not b["learned"] else (b["best_step"] or 0) if settled(b) else np.inf
+
     return {"seed": record.seed, "reached": reached,
             "steps": max(b["target_step"] for b in blocks) if reached else None,
             "target": blocks[0]["target"], "cap": blocks[0]["cap"],
             "reason": "cap" if any(b["reason"] == "cap" for b in blocks) else "converged",
-            "learned": all(b["learned"] for b in blocks), "settled": settled,
+            "learned": all(b["learned"] for b in blocks),
+            "settled": all(settled(b) for b in blocks),
+            "settle_step": max(settle_step(b) for b in blocks),
             "stop_step": max(b["stop_step"] for b in blocks),
             "best_step": max(b["best_step"] or 0 for b in blocks)}
 
@@ -143,13 +154,14 @@ def median_converged(outcomes: list[dict]) -> float | None:
 
 
 def median_settled(outcomes: list[dict]) -> float | None:
-    """The median seed's step after which a longer run left its standing as it was: its best
-    step where it converged or had no gain left, 0 where it never learned (it stayed on its
-    plateau), and after every other seed where the cap stopped it with a gain still possible;
-    None when the median seed is such a seed."""
-    value = float(np.median([0 if not o["learned"] else o["best_step"] if o["settled"]
-                             else np.inf for o in outcomes]))
-    return None if np.isinf(value) or np.isnan(value) else value
+    """The median seed's settle step, the step after which a longer run left its standing as it
+    was (``seed_outcome``: its best step where it converged or had no gain left, 0 where it never
+    learned, after every other seed where the cap stopped it with a gain still possible); of an
+    even count, the later of the middle two, a step some seed has; None when that seed is one the
+    cap stopped with a gain still possible."""
+    ordered = sorted(o["settle_step"] for o in outcomes)
+    value = float(ordered[len(ordered) // 2])
+    return None if np.isinf(value) else value
 
 
 def cap_multiple(task: dict, baseline: str) -> float | None:

@@ -8,8 +8,8 @@ own chosen rate over the same tuning seeds (at a rate a screen left out, its scr
 verdict holds there when the difference has the verdict's sign. A verdict that holds at every
 neighbour reads "holds at k/k neighbouring rates"; one that does not is "rate-sensitive". A
 neighbour with records on fewer than two seeds, or on a seed the baseline's chosen rate lacks, is
-left out. A chosen rate at an end of its grid (grown edges included) has a neighbour on one side
-only, which the words say: no rate past it was run.
+left out, and the words count it. A chosen rate at an end of its grid (grown edges included) has a
+neighbour on one side only, which the words say: no rate past it was run.
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
           baseline: str = "softmax") -> dict[tuple[str, str, str], dict]:
     """For each (task, scorer label, metric) -> sign (BETTER or WORSE, in the metric's favour),
     ``{"holds": k, "of": m, "rates": {rate: bool}}``, with ``"edge": "lowest"`` or ``"highest"``
-    where the chosen rate ends its grid; verdicts without sweep metrics at any neighbour are left
-    out."""
+    where the chosen rate ends its grid and ``"left_out": n`` where n neighbours were left out;
+    verdicts without sweep metrics at any neighbour are left out."""
     reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.records:
@@ -68,7 +68,8 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
                           if metric in r.metric_specs), "higher")
         base = _means(sweeps[(task, baseline)], base_rate, metric)
         rates = {}
-        for near in neighbours(rate, grid):
+        near_rates = neighbours(rate, grid)
+        for near in near_rates:
             mine = _means(sweeps[(task, label)], near, metric)
             seeds = sorted(mine)
             if len(seeds) < MIN_SEEDS or not set(mine) <= set(base):
@@ -78,15 +79,19 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
             rates[near] = favour * sign > 0
         if rates:
             edge = "lowest" if rate == grid[0] else "highest" if rate == grid[-1] else None
+            left_out = len(near_rates) - len(rates)
             out[(task, label, metric)] = {"holds": sum(rates.values()), "of": len(rates),
-                                          "rates": rates, **({"edge": edge} if edge else {})}
+                                          "rates": rates, **({"edge": edge} if edge else {}),
+                                          **({"left_out": left_out} if left_out else {})}
     return out
 
 
 def words(result: dict) -> str:
-    """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)", and where the chosen
-    rate ends its grid, "; the grid's lowest rate"."""
-    edge = f"; the grid's {result['edge']} rate" if result.get("edge") else ""
+    """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)", and where fewer
+    neighbours were checked, why: "; the grid's lowest rate" (a chosen rate that ends its grid),
+    "; 1 left out" (a neighbour with too few seeds)."""
+    why = ((f"; the grid's {result['edge']} rate" if result.get("edge") else "")
+           + (f"; {result['left_out']} left out" if result.get("left_out") else ""))
     if result["holds"] == result["of"]:
-        return f"holds at {result['holds']}/{result['of']} neighbouring rates{edge}"
-    return f"rate-sensitive (holds at {result['holds']}/{result['of']}{edge})"
+        return f"holds at {result['holds']}/{result['of']} neighbouring rates{why}"
+    return f"rate-sensitive (holds at {result['holds']}/{result['of']}{why})"

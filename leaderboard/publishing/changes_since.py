@@ -143,7 +143,7 @@ def speed_or_level(task: dict, scorer: str, baseline: str, budget: int,
     moved = [f"{label}: {change}" for label, change in sorted((rates or {}).items()) if change]
     rate = f"; chosen rate changed ({'; '.join(moved)})" if moved else ""
     return (f"{'speed' if late else 'level'}: the median seed {text(mine)} ({baseline}: "
-            f"{text(base)}); the earlier budget was {budget:,} steps{rate}")
+            f"{text(base)}); the earlier budget was {steps(budget)} steps{rate}")
 
 
 def _changed(a: float | None, b: float | None) -> bool:
@@ -178,7 +178,7 @@ def tier_rule(a: dict, b: dict) -> str:
     """Which rule of the method moved a row's tier."""
     if a.get("informative") != b.get("informative"):
         return "informative: an uninformative metric has no tiers"
-    if bool(a.get("degenerate")) != bool(b.get("degenerate")):
+    if bool(a.get("degenerate")) != bool(b.get("degenerate")) and "-" in (_tier(a), _tier(b)):
         return "degenerate: a metric on which every scorer gives one value has no tiers"
     if _changed(a.get("min_effect"), b.get("min_effect")):
         return "practical size: differences below the minimum effect do not separate tiers"

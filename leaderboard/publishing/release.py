@@ -324,7 +324,8 @@ def publish(results_dir: str | Path = "results", release: str | None = None,
     ``leaderboard/releases``) refuses records from a dirty or unknown git tree. A results
     directory without one usable record is a :class:`ReleaseError` naming every unusable file.
     ``changes_since`` names an earlier release in ``releases_dir`` to say what changed since;
-    ``ranges`` declares the validation metrics' ranges (:func:`release_board`)."""
+    ``ranges`` declares the validation metrics' ranges (:func:`release_board`; None, none known:
+    no seed counts as having no gain left; ``scorebench publish`` passes the registered tasks')."""
     if releases_dir is None:
         releases_dir = Path(results_dir) / RELEASES_SUBDIR
         if leaderboard_md is None:

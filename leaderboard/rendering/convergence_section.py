@@ -106,7 +106,7 @@ def task_rows(board, task: str) -> list[list[str]]:
 
 
 def method_text(board) -> str:
-    targets = "; ".join(f"{task}: target {c['target']:g}, cap {c['cap']:,} steps"
+    targets = "; ".join(f"{task}: target {c['target']:g}, cap {steps(c['cap'])} steps"
                         for task, c in sorted(board.meta["convergence"].items()))
     return ("The synthetic tasks train until their validation metric stops improving, or to a "
             f"cap ({targets}), and report the checkpoint with the best validation value. Three "
@@ -122,11 +122,13 @@ def method_text(board) -> str:
             "its level: where most of a scorer's seeds did, a verdict on its level is partly one "
             "on its speed. A seed whose best value was within the rule's tolerance of the "
             "metric's best possible value (an accuracy of 1, a loss of 0) had no gain left: "
-            "only the rule's wait after a best kept it training, and it counts as converged at "
-            "its best step. Beside each "
-            "verdict, whether its sign holds at the scorer's neighbouring learning rates (the "
-            "sweep cells on the tuning seeds against the baseline at its chosen rate): \"holds "
-            "at k/k neighbouring rates\" or \"rate-sensitive (holds at j/k)\".")
+            "only the rule's wait after a best kept it training. The stops column counts it at "
+            "the cap; the cap's measurement and What changed count it as converged at its best "
+            "step. Beside each verdict, whether its sign holds at the scorer's neighbouring "
+            "learning rates (the sweep cells on the tuning seeds against the baseline at its "
+            "chosen rate): \"holds at k/k neighbouring rates\" or \"rate-sensitive (holds at "
+            "j/k)\", with why fewer than two were checked: the chosen rate ends its grid (no rate "
+            "past it was run) or a neighbour had too few seeds (left out).")
 
 
 def cap_text(board) -> str | None:
@@ -139,10 +141,15 @@ def cap_text(board) -> str | None:
         if multiple is None:
             continue
         s = c["scorers"][baseline]
-        seeds = ", ".join(f"{step:,}" for step in s["best_steps"])
-        at_cap = f"; {s['cap']} ran to the cap" if s["cap"] else ""
-        measured = (f"the median seed ran to the cap, {c['cap']:,} steps" if not multiple else
-                    f"the cap, {c['cap']:,} steps, is {multiple:.1f}x the median seed's "
+        seeds = ", ".join(steps(step) for step in s["best_steps"])
+        beyond = s["cap"] - s["no_gain_left"]
+        at_cap = ((f"; {s['no_gain_left']} reached the cap with no gain left, counted at its "
+                   "best step" if s["no_gain_left"] else "")
+                  + (f"; {beyond} ran to the cap unconverged, counted as slower than every other "
+                     "seed" if beyond else ""))
+        measured = (f"the median seed ran to the cap, {steps(c['cap'])} steps, unconverged"
+                    if not multiple else
+                    f"the cap, {steps(c['cap'])} steps, is {multiple:.1f}x the median seed's "
                     f"{steps(s['median_converged'])}")
         short = (f", below the protocol's {CAP_MULTIPLE}x: a scorer that slow reads \"not "
                  "learned within the cap\", not \"slower\"" if multiple < CAP_MULTIPLE else "")
@@ -150,8 +157,8 @@ def cap_text(board) -> str | None:
     if not parts:
         return None
     return (f"The caps against {baseline}'s convergence, the step at which it reached the best "
-            "value the rule then stopped it at, on its reporting seeds: " + "; ".join(parts)
-            + ".")
+            "value the rule then stopped it at (or one that left no gain), on its reporting "
+            "seeds: " + "; ".join(parts) + ".")
 
 
 def markdown(board) -> str:

@@ -91,7 +91,7 @@ def _reach(s: dict) -> str:
     if "seed_curves" in s:
         reached = sum(seed["reached"] for seed in s["seed_curves"])
         return f"seeds split: {reached} of {len(s['seed_curves'])} reach it"
-    return "–" if s.get("reach_step") is None else f"{s['reach_step']:,}"
+    return "–" if s.get("reach_step") is None else steps(s['reach_step'])
 
 
 def _finite(x) -> bool:

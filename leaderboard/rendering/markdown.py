@@ -14,7 +14,8 @@ from .markdown_layout import Notes, block, bullets, fitted, wrap
 from .plots import CAPTIONS
 from .text import (TRACK_TITLES, arrow, claim_verdict_text, column_format, failed_text, interval,
                    joined, markdown_text, missing, num, outside_text, poi_tasks_text, pval,
-                   rank_without_text, short_shas, signed, tasks_text, tier_text, value_text)
+                   rank_without_text, short_shas, signed, steps, tasks_text, tier_text,
+                   value_text)
 
 MESSAGE_WIDTH = 120
 
@@ -289,11 +290,11 @@ def failed_cells_table(board) -> str:
         message = " ".join(str(message or "").split())
         if len(message) > MESSAGE_WIDTH:
             message = message[:MESSAGE_WIDTH - 1] + "…"
-        steps = sorted({str(r["step"]) for r in group if not missing(r["step"])})
+        stopped_at = sorted({str(r["step"]) for r in group if not missing(r["step"])})
         body.append(([profile] if multi else []) + [
             markdown_text(task), markdown_text(scorer),
             ", ".join(str(r["seed"]) for r in sorted(group, key=lambda r: r["seed"])),
-            markdown_text(status), ", ".join(steps), marks.mark(message) if message else ""])
+            markdown_text(status), ", ".join(stopped_at), marks.mark(message) if message else ""])
     headers = (["profile"] if multi else []) + ["task", "scorer", "seeds", "status", "step",
                                                 "message"]
     return "\n".join([wrap(failed_cells_sentence(board)), ""] + block(fitted(body, headers))
@@ -513,9 +514,9 @@ def size_text(meta: dict) -> str:
     for task in PAPER_ICL_TASKS:
         if task in converged:
             parts.append(f"`{task}` until its validation metric converges, up to "
-                         f"{converged[task]['cap']:,} steps")
-        elif (steps := budget(curves, task)) is not None:
-            parts.append(f"`{task}` for {steps:,} steps")
+                         f"{steps(converged[task]['cap'])} steps")
+        elif (last := budget(curves, task)) is not None:
+            parts.append(f"`{task}` for {steps(last)} steps")
     trained = f" In this release they train {' and '.join(parts)}." if parts else ""
     return ("**Size**: the cpu profile trains 2-layer, 32-wide models with a shorter curriculum, "
             f"on smaller grids; the paper profile is the paper's size.{trained} Each record's "

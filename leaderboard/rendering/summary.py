@@ -153,11 +153,12 @@ def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> st
     return f"{task} against {baseline}, by headline metric: {'; '.join(parts)}."
 
 
-def _intervals_apart(a: dict, b: dict) -> bool:
-    """Whether two speeds' intervals (``lo``, ``hi``; missing for one seed) do not overlap."""
+def _intervals_overlap(a: dict, b: dict) -> bool:
+    """Whether two speeds' intervals (``lo``, ``hi``) overlap; False where either has none (one
+    seed reached the target)."""
     if any(missing(s.get(end)) for s in (a, b) for end in ("lo", "hi")):
         return False
-    return a["hi"] < b["lo"] or b["hi"] < a["lo"]
+    return not (a["hi"] < b["lo"] or b["hi"] < a["lo"])
 
 
 def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
@@ -170,7 +171,7 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     never = sorted(label for label, s in scorers.items() if not s["reached"])
     cut = sorted(label for label, s in scorers.items() if 2 * unconverged(s) > s["seeds"])
     text = (f"{task}, trained until its validation metric converges (target {c['target']:g}, "
-            f"cap {c['cap']:,} steps): {len(every)} of {len(scorers)} scorers reach"
+            f"cap {steps(c['cap'])} steps): {len(every)} of {len(scorers)} scorers reach"
             f"{'es' * (len(every) == 1)} the target on every seed")
     if split:
         text += f"; seeds split for {', '.join(split)}"
@@ -185,9 +186,9 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
         fastest = min(mean, key=lambda label: (mean[label], label))
         base = ""
         if baseline in mean and fastest != baseline:
-            apart = _intervals_apart(every[fastest]["speed"], every[baseline]["speed"])
+            overlap = _intervals_overlap(every[fastest]["speed"], every[baseline]["speed"])
             base = (f"; {baseline} {steps(mean[baseline])}"
-                    + ("" if apart else ", their 95% intervals overlapping"))
+                    + (", their 95% intervals overlapping" if overlap else ""))
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
                  f"({steps(mean[fastest])}{base})." if len(mean) > 1 else
                  f" Steps to the target, mean over seeds: {fastest} ({steps(mean[fastest])}).")

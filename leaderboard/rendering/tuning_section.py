@@ -131,18 +131,20 @@ def _rule_text(tuning: dict) -> str:
         text += (" Reported at a point an earlier rule chose, not the rule's: " + "; ".join(other)
                  + "; a run under the current rule reports them at its own choice.")
     tied = {task: [f"{label} ({_tied_text(s)})" for label, s in sorted(t["scorers"].items())
-                   if s.get("tied")] for task, t in sorted(tuning.items())}
+                   if s.get("tied") and s["chosen"] == s.get("rule_choice")]
+            for task, t in sorted(tuning.items())}
     tied = [f"{task}: {', '.join(names)}" for task, names in tied.items() if names]
     if tied:
-        text += (" Where rates tie, the area under the validation curve chooses among them, so "
-                 "the fastest: the rates tied with the best, by the scorers whose choice a tie "
-                 "decided: " + "; ".join(tied) + ".")
+        text += (" Where rates tie, the area under the validation curve chooses among them: the "
+                 "rate whose validation curve rose fastest. The scorers whose rate a tie decided, "
+                 "with how many of their scored rates tied: " + "; ".join(tied) + ".")
     return text
 
 
 def _tied_text(s: dict) -> str:
     scored = [rate for rate, score in s["rate_scores"].items() if score is not None]
-    return "every rate" if len(s["tied"]) == len(scored) else f"{len(s['tied'])} of {len(scored)}"
+    return (f"all {len(scored)}" if len(s["tied"]) == len(scored)
+            else f"{len(s['tied'])} of {len(scored)}")
 
 
 def _task_rule(t: dict) -> str:
