@@ -86,6 +86,10 @@ def test_each_moved_verdict_tier_and_claim_names_the_rule_that_moved_it():
                                     "score"]]
     why = {(c[1], c[2]): c[5] for c in ch["claims"]}
     assert why[("k", "x")].startswith("premise") and why[("j", "x")] == "judged on m2 (was m1)"
+    turned = changes([{**row("t", "m", "a", "degenerate"), "informative": True}, *now_rows[3:]],
+                     [], {**before, "rows": before["rows"][:1]}, "softmax")
+    assert turned["tasks"][0]["verdicts"][0][4] == ("degenerate: values that do not vary over "
+                                                    "seeds give no test")
     # a claim no longer run says why, not that its metric changed
     assert why[("i", "x")] == "not run: no x records of t / m2"
     assert why[("k", "y")].startswith("new entry")

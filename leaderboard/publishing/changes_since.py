@@ -157,6 +157,8 @@ def verdict_rule(a: dict, b: dict) -> str:
     words = {a["vs_baseline"], b["vs_baseline"]}
     if a.get("informative") != b.get("informative") or "uninformative" in words:
         return "informative: every headline metric must clear its trivial predictor"
+    if "degenerate" in words:
+        return "degenerate: values that do not vary over seeds give no test"
     if "within resolution" in words:
         return "practical size: significant, but below the metric's minimum effect"
     if "tie" in words:
