@@ -112,6 +112,13 @@ def test_scorers_in_one_release_only_are_named_and_few_scorers_give_no_rho():
     o = ch["overall"][0]
     assert o["rho"] is None and o["only_now"] == ["d"] and o["only_before"] == ["a", "b", "c"]
     assert "fewer than 3 scorers" in changes_section(ch)
+    # the tasks the overall rests on now stand beside its correlation (part-way through a
+    # re-run, fewer than the earlier release's)
+    rows = [{"profile": "cpu", "scorer": "d", "poi_tasks": {"decoder_lm": 0.9}},
+            {"profile": "cpu", "scorer": "softmax", "poi_tasks": {"decoder_lm": 0.5,
+                                                                 "icl_mqar": 0.5}}]
+    assert ("It rests on 2 task(s) now: decoder_lm, icl_mqar; a tier moves with the tasks it "
+            "rests on too.") in " ".join(changes_section(ch, rows).split())
 
 
 def test_a_release_published_with_changes_since_says_so_and_reproduces(tmp_path, monkeypatch):

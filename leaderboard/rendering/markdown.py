@@ -403,7 +403,7 @@ def release_readme(board, plots: list[str], section_plots: list[str] = ()) -> st
     lines += [wrap(REBUILD_NOTE.format(release=m["release"])), ""]
     lines += board_sections(board, plots)
     if m.get("changes"):
-        lines += [changes_section(m["changes"])]
+        lines += [changes_section(m["changes"], board.overall.to_dict(orient="records"))]
     lines += ["## Method", "", method_text(m)]
     sections = [convergence_section.markdown(board),
                 tuning_section.markdown(m.get("tuning"), list(section_plots)),
@@ -421,8 +421,17 @@ def _changes_table(title: str, headers: list[str], rows: list[list], noted: int 
     return [wrap(title), ""] + block(fitted(body, headers)) + bullets(marks.items())
 
 
-def changes_section(ch: dict) -> str:
-    """The release README's section on what changed since ``ch["against"]``."""
+def _rests_on(overall: list[dict], profile: str) -> str:
+    """" It rests on N task(s) now: a, b." for a profile's overall (its rows' P(better) tasks)."""
+    tasks = sorted({task for r in overall if r.get("profile") == profile
+                    for task in (r.get("poi_tasks") or {})})
+    return (f" It rests on {len(tasks)} task(s) now: {', '.join(tasks)}; a tier moves with the "
+            "tasks it rests on too." if tasks else "")
+
+
+def changes_section(ch: dict, overall: list[dict] | None = None) -> str:
+    """The release README's section on what changed since ``ch["against"]``; with this release's
+    ``overall`` rows, the tasks each profile's overall rests on now."""
     lines = [f"## What changed since {markdown_text(ch['against'])}", "",
              wrap("Rows matched by profile, task, metric and scorer in both releases; a verdict "
                   "is the row's comparison with the baseline, a tier its membership in the "
@@ -443,7 +452,8 @@ def changes_section(ch: dict) -> str:
             f"Overall ({o['profile']}): Spearman rank correlation {rho} over "
             f"{len(o['scorers'])} scorers in both"
             + (f"; new: {', '.join(o['only_now'])}" if o["only_now"] else "")
-            + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "") + ".")))
+            + (f"; gone: {', '.join(o['only_before'])}" if o["only_before"] else "") + "."
+            + _rests_on(overall or [], o["profile"]))))
         lines.append("")
     if ch.get("overall_tiers"):
         lines += _changes_table("Overall tiers that changed:",
