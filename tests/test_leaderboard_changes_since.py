@@ -367,6 +367,25 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     assert all(len(v) == 5 for v in again["tasks"][0]["verdicts"])
 
 
+def test_a_verdict_the_correction_moved_names_the_multiple_testing_not_the_minimum_effect():
+    """sa_softmax on the trial release: the same raw p, 0.0032, and BH p, 0.009, in both; the
+    Holm p fell from 0.118 to 0.031 as its family of tests shrank, so n.s. became better, while
+    its minimum effect also changed. Where the raw p crossed α too, the records moved it."""
+    def tested(verdict, raw, holm, min_effect):
+        return {**row("t", "m", "a", verdict), "p_vs_baseline": raw, "p_vs_baseline_holm": holm,
+                "p_vs_baseline_bh": 0.009, "min_effect": min_effect, "informative": True}
+    before = {"meta": {"release": "old"}, "overall": [],
+              "rows": [tested("n.s.", 0.0032, 0.118, 0.0002)]}
+    base = row("t", "m", "softmax", None)
+    moved = changes([tested("better", 0.0032, 0.031, 4.5), base], [], before, "softmax")
+    assert moved["tasks"][0]["verdicts"][0][4] == (
+        "multiple testing: the corrected p crossed α with the tests it is corrected over (raw p "
+        "0.003 then, 0.003 now; Holm p 0.118 then, 0.031 now)")
+    before["rows"] = [tested("n.s.", 0.08, 0.2, 4.5)]
+    data = changes([tested("better", 0.0032, 0.031, 4.5), base], [], before, "softmax")
+    assert data["tasks"][0]["verdicts"][0][4] == "the records or the test"
+
+
 def test_a_verdict_moved_with_a_changed_learning_rate_says_so():
     """b's chosen rate moved from 1e-3 to 5e-4 between the releases, softmax's stayed at 2e-3:
     the speed-or-level note names b's change; a rate neither release names is no change."""

@@ -362,6 +362,13 @@ def test_the_front_page_says_who_reaches_the_target_whose_seeds_split_and_who_ne
         write_record(root, converged_record("quicker", seed, 0.3, 100 + 10 * seed))
     text = " ".join(summary.sentences(release_board(load_records(root), "r1", n_boot=200)))
     assert "mean over seeds: quicker (120; softmax 680)." in text
+    # where the baseline is the fastest, the next scorer stands beside it: slow at 1,100
+    # [904, 1,296] is apart from softmax's 680 [576, 784]
+    other = converged_results(tmp_path / "other")
+    for seed in range(5):
+        write_record(other, converged_record("slow", seed, 0.3, 900 + 100 * seed))
+    text = " ".join(summary.sentences(release_board(load_records(other), "r1", n_boot=200)))
+    assert "mean over seeds: softmax (680; next slow 1,100)." in text
 
 
 def test_a_scorer_the_cap_stopped_before_it_converged_reads_so_beside_its_level(tmp_path):

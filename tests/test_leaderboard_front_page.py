@@ -31,6 +31,11 @@ def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_lead
     text = " ".join(lines)
     assert re.search(r"good alone of 4 scorers is in the top tier of the headline \(", text)
     assert "softmax is in tier 2" in text
+    # good's P(better) interval lies above 0.5 and bad's below it: each interval on its own,
+    # which the line says beside the tiers' corrected tests
+    assert ("1 scorer beats it on the headline with an interval above 0.5 (good), 1 lies below "
+            "it with an interval below 0.5 (each interval on its own; the tiers and ranks come "
+            "from tests corrected for the many comparisons).") in text
     assert "each weighing 1/2" in text
     for task in ("task_a", "task_b"):
         assert (f"{task}: best mean error good" in text

@@ -28,8 +28,8 @@ from collections import defaultdict
 from scipy import stats as scipy_stats
 
 from ..method.curves import budget
-from ..method.stats import tolerance
-from ..rendering.text import steps
+from ..method.stats import ALPHA, tolerance
+from ..rendering.text import pval, steps
 
 RECORDS = "the records or the test"
 RETRAINED = "the records, re-trained to convergence since"
@@ -47,7 +47,7 @@ def _tier(row: dict) -> str:
 
 def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
             claims: list[dict] | None = None, convergence: dict | None = None,
-            tuning: dict | None = None) -> dict:
+            tuning: dict | None = None, alpha: float = ALPHA) -> dict:
     """The changes from the earlier release ``earlier`` (its results.json) to ``rows``,
     ``overall`` and ``claims`` (this release's), as results.json's ``meta.changes`` holds them:
     per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
@@ -78,7 +78,7 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
         a, b = before[key], now[key]
         if a["vs_baseline"] != b["vs_baseline"]:
             moved = [key[2], key[3], a["vs_baseline"] or "-", b["vs_baseline"] or "-",
-                     verdict_rule(a, b)]
+                     verdict_rule(a, b, alpha)]
             if key[1] in budgets:
                 moved[4] = retrained(moved[4])
                 rates = {label: rate_change(earlier["meta"].get("tuning"), tuning, key[1],
@@ -152,8 +152,9 @@ def _changed(a: float | None, b: float | None) -> bool:
     return abs(a - b) > tolerance(a, b)
 
 
-def verdict_rule(a: dict, b: dict) -> str:
-    """Which rule of the method moved a row's verdict from ``a`` (before) to ``b`` (now)."""
+def verdict_rule(a: dict, b: dict, alpha: float = ALPHA) -> str:
+    """Which rule of the method moved a row's verdict from ``a`` (before) to ``b`` (now): a
+    corrected p that crossed ``alpha`` while the raw p stayed on its side is the correction's."""
     words = {a["vs_baseline"], b["vs_baseline"]}
     if a.get("informative") != b.get("informative") or "uninformative" in words:
         return "informative: every headline metric must clear its trivial predictor"
@@ -163,9 +164,28 @@ def verdict_rule(a: dict, b: dict) -> str:
         return "practical size: significant, but below the metric's minimum effect"
     if "tie" in words:
         return "tie: only where the interval of Δ lies inside ± the minimum effect"
+    if _correction_moved(a, b, alpha):
+        return ("multiple testing: the corrected p crossed α with the tests it is corrected "
+                f"over (raw p {pval(a['p_vs_baseline'])} then, {pval(b['p_vs_baseline'])} now; "
+                f"Holm p {pval(a['p_vs_baseline_holm'])} then, "
+                f"{pval(b['p_vs_baseline_holm'])} now)")
     if _changed(a.get("min_effect"), b.get("min_effect")):
         return "practical size: the metric's minimum effect changed"
     return RECORDS
+
+
+def _correction_moved(a: dict, b: dict, alpha: float) -> bool:
+    """Whether the verdict's corrected p (the larger of Holm's and BH's) crossed ``alpha`` while
+    the raw p did not."""
+    def corrected(r: dict) -> float | None:
+        ps = [r.get(k) for k in ("p_vs_baseline_holm", "p_vs_baseline_bh")]
+        return None if any(p is None for p in ps) else max(ps)
+
+    raw = [r.get("p_vs_baseline") for r in (a, b)]
+    fixed = [corrected(r) for r in (a, b)]
+    if None in raw or None in fixed:
+        return False
+    return (fixed[0] <= alpha) != (fixed[1] <= alpha) and (raw[0] <= alpha) == (raw[1] <= alpha)
 
 
 def retrained(rule: str) -> str:

@@ -270,7 +270,7 @@ def release_board(loaded: LoadedRecords, release: str | None, *, earlier: dict |
         now = json.loads(board.to_json())          # as results.json holds it: null, not NaN
         extra["changes"] = changes_since(now["rows"], now["overall"], earlier, baseline,
                                          now.get("claims"), extra["convergence"],
-                                         extra["tuning"])
+                                         extra["tuning"], board.meta["alpha"])
     extra = {key: value for key, value in extra.items() if value}
     if extra:       # tuning, learning curves, convergence, changes (leaderboard/method/tuning.py, ...)
         board = Board(meta={**board.meta, **extra},

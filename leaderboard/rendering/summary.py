@@ -76,7 +76,9 @@ def sentences(board) -> list[str]:
                           f"{'s' * (len(above) == 1)} it on the headline with an interval above "
                           f"0.5 ({', '.join(above)})" if above
                           else "no scorer's headline interval lies above 0.5")
-                       + f", {len(below)} lie{'s' * (len(below) == 1)} below it.")
+                       + f", {len(below)} lie{'s' * (len(below) == 1)} below it with an "
+                       "interval below 0.5 (each interval on its own; the tiers and ranks come "
+                       "from tests corrected for the many comparisons).")
         rests = [r for r in _records(board.overall_tasks) if r["profile"] == profile]
         if rests:
             shares = ", ".join(f"{r['task']} {r['share']:.0%}" for r in
@@ -183,11 +185,16 @@ def _reliability_sentence(task: str, c: dict, baseline: str) -> str:
     text += "."
     if every:
         mean = {label: s["speed"]["mean"] for label, s in every.items()}
-        fastest = min(mean, key=lambda label: (mean[label], label))
+        order = sorted(mean, key=lambda label: (mean[label], label))
+        fastest = order[0]
+        if fastest == baseline:     # beside the fastest: the baseline, or the next after it
+            other = order[1] if len(order) > 1 else None
+        else:
+            other = baseline if baseline in mean else None
         base = ""
-        if baseline in mean and fastest != baseline:
-            overlap = _intervals_overlap(every[fastest]["speed"], every[baseline]["speed"])
-            base = (f"; {baseline} {steps(mean[baseline])}"
+        if other is not None:
+            overlap = _intervals_overlap(every[fastest]["speed"], every[other]["speed"])
+            base = (f"; {'next ' * (fastest == baseline)}{other} {steps(mean[other])}"
                     + (", their 95% intervals overlapping" if overlap else ""))
         text += (f" Fewest steps to the target of them, mean over seeds: {fastest} "
                  f"({steps(mean[fastest])}{base})." if len(mean) > 1 else
