@@ -153,6 +153,20 @@ def test_a_verdict_is_checked_at_the_neighbouring_rates_on_the_same_tuning_seeds
     assert result["rates"] == {1e-3: True, 4e-3: False}
     assert words(result) == "rate-sensitive (holds at 1/2)"
     assert words({"holds": 2, "of": 2}) == "holds at 2/2 neighbouring rates"
+    # softmax at its own neighbours against ssa at its chosen 2e-3 (0.86 / 0.87 on the two seeds):
+    # 1e-3 at 0.88 / 0.89 beats ssa, 4e-3 at 0.70 / 0.71 does not
+    for lr, value in ((1e-3, 0.88), (4e-3, 0.70)):
+        for seed in (1000, 1001):
+            write_record(tmp_path, tuned("icl_mqar", "softmax", seed, lr, value + seed % 2 / 100,
+                                         role="sweep"))
+    both = check(load_records(tmp_path), {("icl_mqar", "ssa", "accuracy"): BETTER})
+    both = both[("icl_mqar", "ssa", "accuracy")]
+    assert both["baseline_rates"] == {1e-3: False, 4e-3: True}
+    assert words(both) == "rate-sensitive (holds at 1/2; at softmax's 1/2)"
+    assert words({"holds": 2, "of": 2, "baseline": "softmax", "baseline_rates": {1e-3: True}}) \
+        == "holds at 2/2 neighbouring rates; at softmax's 1/1"
+    assert words({"holds": 2, "of": 2, "baseline": "softmax", "baseline_rates": {1e-3: False}}) \
+        == "rate-sensitive (holds at 2/2; at softmax's 0/1)"
 
 
 def test_a_chosen_rate_at_an_end_of_its_grid_says_its_one_neighbour_is_all_there_is(tmp_path):

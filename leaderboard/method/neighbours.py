@@ -9,7 +9,9 @@ verdict holds there when the difference has the verdict's sign. A verdict that h
 neighbour reads "holds at k/k neighbouring rates"; one that does not is "rate-sensitive". A
 neighbour with records on fewer than two seeds, or on a seed the baseline's chosen rate lacks, is
 left out, and the words count it. A chosen rate at an end of its grid (grown edges included) has a
-neighbour on one side only, which the words say: no rate past it was run.
+neighbour on one side only, which the words say: no rate past it was run. The same comparison is
+made the other way, the baseline at each of its own neighbouring rates against the scorer at its
+chosen one ("at softmax's 2/2"): a verdict holds only where it holds on both sides.
 """
 from __future__ import annotations
 
@@ -46,12 +48,24 @@ def _means(sweeps: list[Record], rate: float, metric: str) -> dict[int, float]:
     return out
 
 
+def _holds(mine: dict[int, float], base: dict[int, float], seeds: set[int], direction: str,
+           sign: int) -> bool | None:
+    """Whether the mean difference, scorer (``mine``) minus baseline, over ``seeds`` (the
+    neighbouring rate's) has the verdict's ``sign``; None for fewer than MIN_SEEDS seeds, or a
+    seed either side lacks."""
+    if len(seeds) < MIN_SEEDS or not seeds <= set(mine) & set(base):
+        return None
+    diff = sum(mine[s] - base[s] for s in seeds) / len(seeds)
+    return (diff if direction == "higher" else -diff) * sign > 0
+
+
 def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
           baseline: str = "softmax") -> dict[tuple[str, str, str], dict]:
     """For each (task, scorer label, metric) -> sign (BETTER or WORSE, in the metric's favour),
     ``{"holds": k, "of": m, "rates": {rate: bool}}``, with ``"edge": "lowest"`` or ``"highest"``
-    where the chosen rate ends its grid and ``"left_out": n`` where n neighbours were left out;
-    verdicts without sweep metrics at any neighbour are left out."""
+    where the chosen rate ends its grid, ``"left_out": n`` where n neighbours were left out, and
+    ``"baseline_rates": {rate: bool}`` (with ``"baseline"``) for the baseline at its neighbouring
+    rates; verdicts without sweep metrics at any neighbour of the scorer are left out."""
     reports: dict[tuple[str, str], list[Record]] = defaultdict(list)
     sweeps: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in loaded.records:
@@ -60,38 +74,47 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
         sweeps[(r.task, r.scorer_label)].append(r)
     out = {}
     for (task, label, metric), sign in verdicts.items():
-        base_rate, _ = _chosen(reports[(task, baseline)])
+        base_rate, base_grid = _chosen(reports[(task, baseline)])
         rate, grid = _chosen(reports[(task, label)])
         if base_rate is None or rate is None or rate not in grid:
             continue
         direction = next((r.metric_specs[metric]["direction"] for r in reports[(task, label)]
                           if metric in r.metric_specs), "higher")
-        base = _means(sweeps[(task, baseline)], base_rate, metric)
-        rates = {}
-        near_rates = neighbours(rate, grid)
-        for near in near_rates:
-            mine = _means(sweeps[(task, label)], near, metric)
-            seeds = sorted(mine)
-            if len(seeds) < MIN_SEEDS or not set(mine) <= set(base):
-                continue
-            diff = sum(mine[s] - base[s] for s in seeds) / len(seeds)
-            favour = diff if direction == "higher" else -diff
-            rates[near] = favour * sign > 0
+        mine, base = sweeps[(task, label)], sweeps[(task, baseline)]
+        at_chosen, base_at_chosen = _means(mine, rate, metric), _means(base, base_rate, metric)
+        rates, base_rates = {}, {}
+        for near in neighbours(rate, grid):
+            at_near = _means(mine, near, metric)
+            held = _holds(at_near, base_at_chosen, set(at_near), direction, sign)
+            if held is not None:
+                rates[near] = held
+        # the baseline at its own neighbouring rates, against the scorer at its chosen one
+        for near in neighbours(base_rate, base_grid) if base_rate in base_grid else []:
+            base_near = _means(base, near, metric)
+            held = _holds(at_chosen, base_near, set(base_near), direction, sign)
+            if held is not None:
+                base_rates[near] = held
         if rates:
             edge = "lowest" if rate == grid[0] else "highest" if rate == grid[-1] else None
-            left_out = len(near_rates) - len(rates)
+            left_out = len(neighbours(rate, grid)) - len(rates)
             out[(task, label, metric)] = {"holds": sum(rates.values()), "of": len(rates),
                                           "rates": rates, **({"edge": edge} if edge else {}),
-                                          **({"left_out": left_out} if left_out else {})}
+                                          **({"left_out": left_out} if left_out else {}),
+                                          **({"baseline": baseline, "baseline_rates": base_rates}
+                                             if base_rates else {})}
     return out
 
 
 def words(result: dict) -> str:
     """"holds at 2/2 neighbouring rates" or "rate-sensitive (holds at 1/2)", and where fewer
     neighbours were checked, why: "; the grid's lowest rate" (a chosen rate that ends its grid),
-    "; 1 left out" (a neighbour with too few seeds)."""
+    "; 1 left out" (a neighbour with too few seeds); then the baseline's neighbouring rates
+    against the scorer's chosen one, "; at softmax's 2/2"."""
     why = ((f"; the grid's {result['edge']} rate" if result.get("edge") else "")
            + (f"; {result['left_out']} left out" if result.get("left_out") else ""))
-    if result["holds"] == result["of"]:
-        return f"holds at {result['holds']}/{result['of']} neighbouring rates{why}"
-    return f"rate-sensitive (holds at {result['holds']}/{result['of']}{why})"
+    theirs = result.get("baseline_rates") or {}
+    at_base = (f"; at {result['baseline']}'s {sum(theirs.values())}/{len(theirs)}" if theirs
+               else "")
+    if result["holds"] == result["of"] and all(theirs.values()):
+        return f"holds at {result['holds']}/{result['of']} neighbouring rates{why}{at_base}"
+    return f"rate-sensitive (holds at {result['holds']}/{result['of']}{why}{at_base})"

@@ -31,8 +31,9 @@ COLUMNS = (
               "possible value; or learned, not converged), not learned within the cap."),
     ("verdict's sign at the neighbouring rates", "Whether the sign of each verdict against the "
      "baseline (the direction of the mean difference on the tuning seeds, not its significance) "
-     "holds at the scorer's neighbouring learning rates; a chosen rate at an end of its grid "
-     "has a neighbour on one side only."),
+     "holds at the scorer's neighbouring learning rates, and at the baseline's against the "
+     "scorer's chosen rate; a chosen rate at an end of its grid has a neighbour on one side "
+     "only."),
 )
 # The columns whose text carries a record's strings (scorer labels, metric names).
 RECORD_TEXT = {"scorer", "level (best checkpoint)", "verdict's sign at the neighbouring rates"}
@@ -128,7 +129,9 @@ def method_text(board) -> str:
             "learning rates (the sweep cells on the tuning seeds against the baseline at its "
             "chosen rate): \"holds at k/k neighbouring rates\" or \"rate-sensitive (holds at "
             "j/k)\", with why fewer than two were checked: the chosen rate ends its grid (no rate "
-            "past it was run) or a neighbour had too few seeds (left out).")
+            "past it was run) or a neighbour had too few seeds (left out); then the same the "
+            "other way, the baseline at its neighbouring rates against the scorer at its chosen "
+            "one (\"at softmax's 2/2\"). A verdict holds only where it holds on both sides.")
 
 
 def cap_text(board) -> str | None:
