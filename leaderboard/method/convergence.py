@@ -115,16 +115,8 @@ def scorer_summary(outcomes: list[dict]) -> dict:
             "no_gain_left": sum(o["reason"] == "cap" and o["settled"] for o in outcomes),
             "stop_steps": sorted(o["stop_step"] for o in outcomes),
             "best_steps": sorted(o["best_step"] for o in outcomes),
-            "median_steps": median_steps(outcomes),
             "median_converged": median_converged(outcomes),
             "median_settled": median_settled(outcomes)}
-
-
-def median_steps(outcomes: list[dict]) -> float | None:
-    """The median seed's steps to the target, a seed that never reached it counting as slower
-    than every seed that did; None when the median seed never reached it."""
-    value = float(np.median([o["steps"] if o["reached"] else np.inf for o in outcomes]))
-    return None if np.isinf(value) or np.isnan(value) else value
 
 
 def summary(loaded: LoadedRecords, ranges: dict[str, list] | None = None) -> dict:

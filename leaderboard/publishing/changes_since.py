@@ -53,10 +53,10 @@ def changes(rows: list[dict], overall: list[dict], earlier: dict, baseline: str,
     per (profile, task) the rows compared and the verdicts and tiers that moved as [metric,
     scorer, before, now, the rule that moved it] (and, on a task newly trained to convergence,
     :func:`speed_or_level` of ``convergence`` and ``tuning``, this release's ``meta.convergence``
-    and ``meta.tuning``); per profile
-    the overalls' rank correlation; the overall tiers and the claim verdicts that moved. The
-    baseline's own rows are left out, and a task's rows are not compared where the baseline has
-    no records of it now (counted as ``no_baseline_now``)."""
+    and ``meta.tuning``); per profile the overalls' rank correlation; the overall tiers and the
+    claim verdicts that moved. The baseline's own rows are left out, and a task's rows are not
+    compared where the baseline has no records of it now (counted as ``no_baseline_now``);
+    ``alpha`` is the release's level, against which a corrected p crossed."""
     budgets = _budgets(earlier, convergence or {})
     before = {_key(r): r for r in earlier["rows"]}
     now = {_key(r): r for r in rows}
