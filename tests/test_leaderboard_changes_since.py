@@ -328,9 +328,9 @@ def test_a_verdict_moved_on_a_task_now_trained_to_convergence_says_speed_or_leve
     moved_too = changes([{**row("t", "m", "a", "n.s."), "min_effect": 0.02}, *base], [],
                         {**before, "rows": [{**row("t", "m", "a", "worse"), "min_effect": 0.01}]},
                         "softmax", convergence={"t": converged(0.9, a=6000.0, softmax=2200.0)})
+    # a changed minimum effect does not move n.s. and worse: the re-run records did
     assert moved_too["tasks"][0]["verdicts"][0][4] == (
-        "practical size: the metric's minimum effect changed; and the records, re-trained to "
-        "convergence since")
+        "the records, re-trained to convergence since")
     late = changes([row("t", "m", "b", "n.s."), *base], [], before, "softmax",
                    convergence={"t": converged(0.9, b=2000.0, softmax=3000.0)})
     assert late["tasks"][0]["verdicts"][0][5].startswith("speed:")
@@ -381,9 +381,11 @@ def test_a_verdict_the_correction_moved_names_the_multiple_testing_not_the_minim
     assert moved["tasks"][0]["verdicts"][0][4] == (
         "multiple testing: the corrected p crossed α with the tests it is corrected over (raw p "
         "0.003 then, 0.003 now; Holm p 0.118 then, 0.031 now)")
-    before["rows"] = [tested("n.s.", 0.08, 0.2, 4.5)]
-    data = changes([tested("better", 0.0032, 0.031, 4.5), base], [], before, "softmax")
-    assert data["tasks"][0]["verdicts"][0][4] == "the records or the test"
+    # a raw p that moved, even on the same side of α: the records moved the verdict
+    for raw in (0.08, 0.001):
+        before["rows"] = [tested("n.s.", raw, 0.2, 4.5)]
+        data = changes([tested("better", 0.0032, 0.031, 4.5), base], [], before, "softmax")
+        assert data["tasks"][0]["verdicts"][0][4] == "the records or the test"
 
 
 def test_a_verdict_moved_with_a_changed_learning_rate_says_so():

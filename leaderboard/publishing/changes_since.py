@@ -154,7 +154,9 @@ def _changed(a: float | None, b: float | None) -> bool:
 
 def verdict_rule(a: dict, b: dict, alpha: float = ALPHA) -> str:
     """Which rule of the method moved a row's verdict from ``a`` (before) to ``b`` (now): a
-    corrected p that crossed ``alpha`` while the raw p stayed on its side is the correction's."""
+    corrected p that crossed ``alpha`` while the raw p stayed the same is the correction's. A
+    changed minimum effect moves a verdict only into or out of "within resolution" or "tie",
+    which name it; between n.s., better and worse the test decides."""
     words = {a["vs_baseline"], b["vs_baseline"]}
     if a.get("informative") != b.get("informative") or "uninformative" in words:
         return "informative: every headline metric must clear its trivial predictor"
@@ -169,14 +171,12 @@ def verdict_rule(a: dict, b: dict, alpha: float = ALPHA) -> str:
                 f"over (raw p {pval(a['p_vs_baseline'])} then, {pval(b['p_vs_baseline'])} now; "
                 f"Holm p {pval(a['p_vs_baseline_holm'])} then, "
                 f"{pval(b['p_vs_baseline_holm'])} now)")
-    if _changed(a.get("min_effect"), b.get("min_effect")):
-        return "practical size: the metric's minimum effect changed"
     return RECORDS
 
 
 def _correction_moved(a: dict, b: dict, alpha: float) -> bool:
     """Whether the verdict's corrected p (the larger of Holm's and BH's) crossed ``alpha`` while
-    the raw p did not."""
+    the raw p stayed the same (the same test on the same values, in a changed family)."""
     def corrected(r: dict) -> float | None:
         ps = [r.get(k) for k in ("p_vs_baseline_holm", "p_vs_baseline_bh")]
         return None if any(p is None for p in ps) else max(ps)
@@ -185,7 +185,7 @@ def _correction_moved(a: dict, b: dict, alpha: float) -> bool:
     fixed = [corrected(r) for r in (a, b)]
     if None in raw or None in fixed:
         return False
-    return (fixed[0] <= alpha) != (fixed[1] <= alpha) and (raw[0] <= alpha) == (raw[1] <= alpha)
+    return (fixed[0] <= alpha) != (fixed[1] <= alpha) and not _changed(*raw)
 
 
 def retrained(rule: str) -> str:
