@@ -302,13 +302,11 @@ def pick(grid: list[Point], found: dict[str, Cells], direction: str, *,
     best_rate = max(scored, key=lambda r: judged[r])   # ties: the first
     tied: list[str] = []
     if rule.tie:
-        tied = [r for r in scored if judged[r][0] == judged[best_rate][0]
-                and judged[r][1] >= judged[best_rate][1] - rule.tie]
-        areas = {r: rule.area(cells[r]) for r in tied}
-        if len(tied) > 1 and all(a is not None for a in areas.values()):
-            best_rate = max(tied, key=lambda r: areas[r])
-        else:
-            tied = []
+        within = [r for r in scored if judged[r][0] == judged[best_rate][0]
+                  and judged[r][1] >= judged[best_rate][1] - rule.tie]
+        areas = {r: rule.area(cells[r]) for r in within}
+        if len(within) > 1 and all(a is not None for a in areas.values()):
+            best_rate, tied = max(within, key=lambda r: areas[r]), within
     best = max(at_rate[best_rate], key=lambda p: sign * scores[point_label(p)])
     return Pick(scores, rate_scores, best,
                 {r: j[0] for r, j in judged.items() if j is not None} if rule.target is not None

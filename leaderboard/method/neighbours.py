@@ -83,7 +83,8 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
         mine, base = sweeps[(task, label)], sweeps[(task, baseline)]
         at_chosen, base_at_chosen = _means(mine, rate, metric), _means(base, base_rate, metric)
         rates, base_rates = {}, {}
-        for near in neighbours(rate, grid):
+        near_rates = neighbours(rate, grid)
+        for near in near_rates:
             at_near = _means(mine, near, metric)
             held = _holds(at_near, base_at_chosen, set(at_near), direction, sign)
             if held is not None:
@@ -96,7 +97,7 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
                 base_rates[near] = held
         if rates:
             edge = "lowest" if rate == grid[0] else "highest" if rate == grid[-1] else None
-            left_out = len(neighbours(rate, grid)) - len(rates)
+            left_out = len(near_rates) - len(rates)
             out[(task, label, metric)] = {"holds": sum(rates.values()), "of": len(rates),
                                           "rates": rates, **({"edge": edge} if edge else {}),
                                           **({"left_out": left_out} if left_out else {}),
