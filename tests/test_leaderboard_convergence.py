@@ -213,6 +213,49 @@ def test_a_neighbour_a_screen_left_on_two_seeds_is_compared_on_those_seeds(tmp_p
     assert found[("icl_mqar", "ssa", "accuracy")]["rates"] == {1e-3: False}
 
 
+def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_points(tmp_path):
+    """softmax's rule consulted seeds 1000 and 1001 at 4e-3. A cell of seed 1002 run there
+    before the screen (on the plateau, 0.10) is in the records, yet outside the rule's view: it
+    would pull softmax's mean at 4e-3 below ssa's on the seeds ssa has, making ssa's verdict hold
+    at softmax's 4e-3, where on the consulted seeds (0.90 against ssa's 0.85) it does not. The
+    tuning points show the consulted cells too, and a rate outside the chosen grid as run."""
+    from leaderboard.method.neighbours import BETTER, check
+    from leaderboard.method.tuning import summary as tuning_summary
+
+    listed = {"softmax": [], "ssa": []}
+
+    def sweep(scorer, lr, values, *, consulted=True):
+        for seed, value in values.items():
+            record = tuned("icl_mqar", scorer, seed, lr, value, role="sweep")
+            record["extra"]["validation"] = {"metric": "val_accuracy", "direction": "higher",
+                                             "value": value}
+            write_record(tmp_path, record)
+            if consulted:
+                listed[scorer].append(record["cell_id"])
+
+    for scorer in ("softmax", "ssa"):
+        sweep(scorer, 2e-3, {1000: 0.9, 1001: 0.9, 1002: 0.9, 1003: 0.9})
+        sweep(scorer, 1e-3, {1000: 0.5, 1001: 0.5})
+    sweep("softmax", 4e-3, {1000: 0.9, 1001: 0.9})
+    sweep("softmax", 4e-3, {1002: 0.1}, consulted=False)
+    sweep("softmax", 8e-3, {1000: 0.2}, consulted=False)
+    sweep("ssa", 4e-3, {1000: 0.95, 1001: 0.95})
+    for scorer in ("softmax", "ssa"):
+        record = tuned("icl_mqar", scorer, 0, 2e-3, 0.9, role="tuned")
+        record["tuning"]["grid"] = {"lr": [1e-3, 2e-3, 4e-3]}
+        record["tuning"]["sweep_cells"] = sorted(listed[scorer])
+        write_record(tmp_path, record)
+    loaded = load_records(tmp_path)
+    # ssa at its chosen 2e-3 is 0.9 on every seed: against softmax's 0.9 at 4e-3 (seeds 1000 and
+    # 1001) it is not better; with seed 1002's 0.1 it would be (mean 0.63 on three seeds)
+    result = check(loaded, {("icl_mqar", "ssa", "accuracy"): BETTER})[
+        ("icl_mqar", "ssa", "accuracy")]
+    assert result["baseline_rates"] == {1e-3: True, 4e-3: False}
+    points = tuning_summary(loaded)["icl_mqar"]["scorers"]["softmax"]["points"]
+    assert [(p["point"]["lr"], p["ok"], p["mean"]) for p in points] == [
+        (1e-3, 2, 0.5), (2e-3, 4, 0.9), (4e-3, 2, 0.9), (8e-3, 1, 0.2)]
+
+
 GRID = [1e-3, 2e-3, 4e-3]
 
 

@@ -4,7 +4,9 @@ metric, the same comparison at the learning rates next to the scorer's chosen on
 The sweep cells of a task trained to convergence run the reported evaluation on their tuning
 seeds (tasks/icl_training.py ``evaluated``). At each grid neighbour of the scorer's chosen rate,
 the scorer's mean over its tuning seeds is compared with the baseline's mean at the baseline's
-own chosen rate over the same tuning seeds (at a rate a screen left out, its screen seeds); the
+own chosen rate over the same tuning seeds (at a rate a screen left out, its screen seeds). Only
+the sweep cells each choice consulted count (``tuning.consulted``): a cell run at a rate outside
+the rule's view, such as an extra seed from before the screen, would weigh in one side alone. The
 verdict holds there when the difference has the verdict's sign. A verdict that holds at every
 neighbour reads "holds at k/k neighbouring rates"; one that does not is "rate-sensitive". A
 neighbour with records on fewer than two seeds, or on a seed the baseline's chosen rate lacks, is
@@ -19,16 +21,19 @@ import math
 from collections import defaultdict
 
 from ..loading.records import LoadedRecords, Record
-from .tuning import RATE_KEY
+from .tuning import RATE_KEY, consulted, latest_choice
 
 BETTER, WORSE = 1, -1
 MIN_SEEDS = 2   # a screened bimodal rate has its screen seeds, a confirmed one every tuning seed
 
 
-def _chosen(records: list[Record]) -> tuple[float | None, list[float]]:
-    """The chosen rate and the rate grid that the reporting records' tuning block names."""
-    block = next((r.tuning for r in records if r.tuning and r.tuning.get("role") == "report"),
-                 None) or {}
+def _choice(records: list[Record]) -> dict:
+    """The tuning block of the reporting records' latest choice ({} without one)."""
+    return latest_choice([r for r in records if r.tuning and r.tuning.get("role") == "report"])
+
+
+def _chosen(block: dict) -> tuple[float | None, list[float]]:
+    """The chosen rate and the rate grid that a tuning block names."""
     point, grid = block.get("point") or {}, (block.get("grid") or {}).get(RATE_KEY) or []
     return point.get(RATE_KEY), sorted(grid)
 
@@ -74,13 +79,15 @@ def check(loaded: LoadedRecords, verdicts: dict[tuple[str, str, str], int],
         sweeps[(r.task, r.scorer_label)].append(r)
     out = {}
     for (task, label, metric), sign in verdicts.items():
-        base_rate, base_grid = _chosen(reports[(task, baseline)])
-        rate, grid = _chosen(reports[(task, label)])
+        base_block, block = _choice(reports[(task, baseline)]), _choice(reports[(task, label)])
+        base_rate, base_grid = _chosen(base_block)
+        rate, grid = _chosen(block)
         if base_rate is None or rate is None or rate not in grid:
             continue
         direction = next((r.metric_specs[metric]["direction"] for r in reports[(task, label)]
                           if metric in r.metric_specs), "higher")
-        mine, base = sweeps[(task, label)], sweeps[(task, baseline)]
+        mine = consulted(block, sweeps[(task, label)])
+        base = consulted(base_block, sweeps[(task, baseline)])
         at_chosen, base_at_chosen = _means(mine, rate, metric), _means(base, base_rate, metric)
         rates, base_rates = {}, {}
         near_rates = neighbours(rate, grid)

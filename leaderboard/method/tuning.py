@@ -58,8 +58,9 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     out: dict = {}
     named: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for task, label in sorted(set(sweeps) | set(reports)):
-        recs, reps = sweeps.get((task, label), []), reports.get((task, label), [])
+        reps = reports.get((task, label), [])
         block = latest_choice(reps)
+        recs = _shown(block, sweeps.get((task, label), []))
         grid = block.get("grid") or _grid_of(recs)
         keys = sorted(grid)
         per_point: dict[str, dict] = {}
@@ -115,13 +116,28 @@ def latest_choice(reports: list[Record]) -> dict:
                                        r.provenance.get("finished") or "")).tuning or {}
 
 
-def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
-    """The rule's choice over the grid the reporting records name, from the sweep records they
-    list (every record at the grid's points where they list none); a grid with a point not swept
-    yet (or no reporting record) has none."""
-    axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
+def consulted(block: dict, sweeps: list[Record]) -> list[Record]:
+    """The sweep records a choice consulted: those its tuning block lists (``sweep_cells``), or
+    every one where it lists none. A cell run at a grid point outside the rule's view (a seed
+    the screen of a bimodal task does not run there, a rate a later grid dropped) is left out."""
     listed = set(block.get("sweep_cells") or ())
-    recs = [r for r in recs if r.cell_id in listed] if listed else recs
+    return [r for r in sweeps if r.cell_id in listed] if listed else sweeps
+
+
+def _shown(block: dict, sweeps: list[Record]) -> list[Record]:
+    """The sweep records the points table shows: at a point of the chosen grid, those the rule
+    consulted; at a point outside it (a rate of an earlier grid), every one."""
+    grid, chosen = block.get("grid") or {}, {r.cell_id for r in consulted(block, sweeps)}
+    return [r for r in sweeps if r.cell_id in chosen
+            or not all(r.config.get(k) in values for k, values in grid.items())]
+
+
+def _recomputed(block: dict, recs: list[Record], direction: str) -> dict:
+    """The rule's choice over the grid the reporting records name, from the sweep records it
+    consulted (every record at the grid's points where they list none); a grid with a point not
+    swept yet (or no reporting record) has none."""
+    axes = {k: tuple(v) for k, v in (block.get("grid") or {}).items()}
+    recs = consulted(block, recs)
     seeds = sorted({r.seed for r in recs})
     cells: dict[str, dict[int, Trial]] = defaultdict(dict)
     for r in recs:
