@@ -44,6 +44,22 @@ def test_the_sentences_name_the_top_tier_the_baselines_place_and_each_tasks_lead
             in text
 
 
+def test_a_verdict_whose_sign_does_not_hold_next_door_is_named_apart(tmp_path):
+    """A release of a task trained to convergence says beside each verdict whether it holds at
+    the neighbouring learning rates (meta.neighbours); the sentence of verdicts names a
+    rate-sensitive one apart, and says what that means."""
+    board = board_of(tmp_path, tasks=("task_a",))
+    board.meta["neighbours"] = {"task_a": {
+        "good": {"error": "rate-sensitive (holds at 2/2; at softmax's 1/2)"},
+        "bad": {"error": "holds at 2/2 neighbouring rates; at softmax's 2/2"}}}
+    text = " ".join(summary.sentences(board))
+    assert ("task_a against softmax, by headline metric: error better (rate-sensitive: good), "
+            "worse (bad). Rate-sensitive: the verdict's sign does not hold at every neighbouring "
+            "learning rate.") in text
+    board.meta["neighbours"]["task_a"]["good"]["error"] = "holds at 1/1 neighbouring rates"
+    assert "rate-sensitive" not in " ".join(summary.sentences(board))
+
+
 def test_a_headline_on_one_task_names_it_without_weights_or_shares(tmp_path):
     board = board_of(tmp_path, tasks=("task_a",))
     text = " ".join(summary.sentences(board))

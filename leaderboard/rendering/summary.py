@@ -131,16 +131,21 @@ def sentences(board) -> list[str]:
             out.append(f"{task}{among}: best mean {metric} {lead['scorer']} "
                        f"({lead['mean']:.4g}), {said}.")
             if baseline in run_by[task]:
-                out.append(_verdicts_sentence(rows, profile, task, baseline))
+                out.append(_verdicts_sentence(
+                    rows, profile, task, baseline,
+                    (board.meta.get("neighbours") or {}).get(task) or {}))
         out += [_reliability_sentence(task, c, baseline)
                 for task, c in sorted((board.meta.get("convergence") or {}).items())
                 if (profile, task) in heads and c["scorers"]]
     return out
 
 
-def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> str:
+def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str,
+                       near: dict[str, dict[str, str]]) -> str:
     """Who is significantly better and who worse than the baseline (by at least the minimum
-    effect) on each informative headline metric of a task."""
+    effect) on each informative headline metric of a task; a verdict whose sign does not hold at
+    every neighbouring learning rate (``near``: the release's ``meta.neighbours`` of the task)
+    is named apart, "rate-sensitive: ..."."""
     per_metric: dict[str, dict[str, list[str]]] = {}
     for (p, t, metric, scorer), r in rows.items():
         if (p, t) == (profile, task) and r["headline"] and r["n"] > 0 and scorer != baseline \
@@ -148,11 +153,21 @@ def _verdicts_sentence(rows: dict, profile: str, task: str, baseline: str) -> st
             found = per_metric.setdefault(metric, {"better": [], "worse": []})
             if r.get("vs_baseline") in found:
                 found[r["vs_baseline"]].append(scorer)
-    parts = [f"{metric} " + (", ".join(f"{kind} ({', '.join(sorted(names))})"
+
+    def named(metric: str, names: list[str]) -> str:
+        sensitive = {n for n in names
+                     if (near.get(n) or {}).get(metric, "").startswith("rate-sensitive")}
+        held = ", ".join(sorted(set(names) - sensitive))
+        apart = f"rate-sensitive: {', '.join(sorted(sensitive))}" if sensitive else ""
+        return "; ".join(part for part in (held, apart) if part)
+
+    parts = [f"{metric} " + (", ".join(f"{kind} ({named(metric, names)})"
                                        for kind, names in found.items() if names)
                              or "none better or worse")
              for metric, found in per_metric.items()]
-    return f"{task} against {baseline}, by headline metric: {'; '.join(parts)}."
+    meaning = (" Rate-sensitive: the verdict's sign does not hold at every neighbouring learning "
+               "rate." if any("rate-sensitive" in part for part in parts) else "")
+    return f"{task} against {baseline}, by headline metric: {'; '.join(parts)}.{meaning}"
 
 
 def _intervals_overlap(a: dict, b: dict) -> bool:
