@@ -1,14 +1,16 @@
 """Carry records over a change of a task's stopping rule that would not have changed their runs.
 
     python scripts/carry_over.py leaderboard/records --task icl_mqar --set patience_fraction=0.5
+    python scripts/carry_over.py leaderboard/records --task icl_linear --set learned_at=0.3
 
 The stopping rule (tasks/stopping.py) only decides when a run ends: up to its stop, a run under
-another rule takes the same steps. So a record of ``--task`` from before the task's current
-version, whose config with the ``--set`` keys is one the task accepts, would come out the same
+another rule takes the same steps. So a record of ``--task`` from the version before the task's
+current one (an older version changed more than the rule: a cap, the training), whose config with the ``--set`` keys is one the task accepts, would come out the same
 under the new rule when that rule, replayed on every evaluation the run recorded, ends every
 trained model where it ended: at the same step with reason ``"converged"``, or not before the cap
 for a model that ran to it (a model still on its plateau never stops before the cap under any
-patience). Such a record is written again under the new cell (the current task version, the new
+patience). A new ``learned_at`` also moves what counts as learned: each stopping block's
+``learned`` is replayed under it. Such a record is written again under the new cell (the current task version, the new
 config, its id), with the new settings in its stopping blocks and ``provenance.carried_over``
 naming the record it came from; its provenance otherwise stays the run's own. Every other record
 is left to run again.
@@ -34,17 +36,32 @@ from suite.cells import config_object, resolve_config  # noqa: E402
 from suite.store import ResultStore  # noqa: E402
 from tasks.stopping import CAP, CONVERGED, Plateau, replay  # noqa: E402
 
-RULE_KEYS = ("patience", "patience_fraction", "tolerance")   # in the config and stopping blocks
+# in the config and stopping blocks
+RULE_KEYS = ("patience", "patience_fraction", "tolerance", "learned_at")
+
+
+def _rule(block: dict, settings: dict, direction: str) -> Plateau:
+    """The rule with ``settings`` (a ``learned_at`` it does not name: the block's own)."""
+    return Plateau(direction, settings["patience"], settings["tolerance"],
+                   learned_at=settings.get("learned_at", block.get("learned_at")),
+                   target=block.get("target"),
+                   patience_fraction=settings.get("patience_fraction", 0.0))
 
 
 def replayed_stop(block: dict, settings: dict, direction: str, first_step: int) -> int | None:
     """Where the rule with ``settings`` stops the run of ``block`` (its recorded evaluations):
     the step, or None when it does not stop within them. ``first_step``: the first step at which
     training may stop (the curriculum's last length)."""
-    rule = Plateau(direction, settings["patience"], settings["tolerance"],
-                   learned_at=block.get("learned_at"), target=block.get("target"),
-                   patience_fraction=settings.get("patience_fraction", 0.0))
-    return replay(rule, block["curve"], first_step)
+    return replay(_rule(block, settings, direction), block["curve"], first_step)
+
+
+def learned(block: dict, settings: dict, direction: str) -> bool:
+    """Whether the run of ``block`` learned under the rule with ``settings``, over all of its
+    recorded evaluations (a new ``learned_at`` moves what counts as learned)."""
+    rule = _rule(block, settings, direction)
+    for step, value in zip(block["curve"]["step"], block["curve"]["value"]):
+        rule.observe(step, value)
+    return rule.learned
 
 
 def same_run(block: dict, stop: int | None) -> bool:
@@ -78,8 +95,11 @@ def carried(record: dict, task, sets: dict) -> tuple[dict | None, str]:
     new["cell"]["config"] = config
     new["cell_id"] = cell_id(new["cell"])
     for block in stopping_blocks(new["extra"]):
-        for key in RULE_KEYS:
-            if settings[key] or key != "patience_fraction":
+        block["learned"] = learned(block, settings, direction)
+        for key in RULE_KEYS:   # as tasks.stopping.Plateau.block writes them
+            if settings[key] is None or (key == "patience_fraction" and not settings[key]):
+                block.pop(key, None)
+            else:
                 block[key] = settings[key]
     new["provenance"]["carried_over"] = {"from": record["cell_id"],
                                          "task_version": cell["task_version"], "set": sets}
@@ -106,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     moved = kept = 0
     for path in sorted(Path(args.results, args.task).glob("*/*.json*")):
         record = store.load(path)
-        if record["cell"]["task_version"] >= task.version or record["status"] == "skipped" or (
+        if record["cell"]["task_version"] != task.version - 1 or record["status"] == "skipped" or (
                 record["status"] == "ok" and not stopping_blocks(record.get("extra"))):
-            continue      # current, never run, or trained for a fixed step count
+            continue      # current or older, never run, or trained for a fixed step count
         new, why = carried(record, task, sets)
         cell = record["cell"]
         print(f"{cell['scorer']}\t{cell.get('role', 'report')}\tseed {cell['seed']}\t{record['cell_id']}\t"

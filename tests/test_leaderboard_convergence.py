@@ -218,7 +218,8 @@ def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_poin
     before the screen (on the plateau, 0.10) is in the records, yet outside the rule's view: it
     would pull softmax's mean at 4e-3 below ssa's on the seeds ssa has, making ssa's verdict hold
     at softmax's 4e-3, where on the consulted seeds (0.90 against ssa's 0.85) it does not. The
-    tuning points show the consulted cells too, and a rate outside the chosen grid as run."""
+    tuning points show the consulted cells too, and a rate outside the chosen grid as run; the
+    cost counts every cell run."""
     from leaderboard.method.neighbours import BETTER, check
     from leaderboard.method.tuning import summary as tuning_summary
 
@@ -251,9 +252,14 @@ def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_poin
     result = check(loaded, {("icl_mqar", "ssa", "accuracy"): BETTER})[
         ("icl_mqar", "ssa", "accuracy")]
     assert result["baseline_rates"] == {1e-3: True, 4e-3: False}
-    points = tuning_summary(loaded)["icl_mqar"]["scorers"]["softmax"]["points"]
+    tuning = tuning_summary(loaded)["icl_mqar"]
+    points = tuning["scorers"]["softmax"]["points"]
     assert [(p["point"]["lr"], p["ok"], p["mean"]) for p in points] == [
         (1e-3, 2, 0.5), (2e-3, 4, 0.9), (4e-3, 2, 0.9), (8e-3, 1, 0.2)]
+    # every cell run counts in the cost, and a rate run outside the chosen grid is among the
+    # values swept
+    assert tuning["scorers"]["softmax"]["sweep_cells"] == 10
+    assert tuning["grid"]["lr"] == [1e-3, 2e-3, 4e-3, 8e-3]
 
 
 GRID = [1e-3, 2e-3, 4e-3]

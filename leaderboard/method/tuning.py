@@ -60,11 +60,11 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
     for task, label in sorted(set(sweeps) | set(reports)):
         reps = reports.get((task, label), [])
         block = latest_choice(reps)
-        recs = _shown(block, sweeps.get((task, label), []))
+        recs = sweeps.get((task, label), [])
         grid = block.get("grid") or _grid_of(recs)
         keys = sorted(grid)
         per_point: dict[str, dict] = {}
-        for r in recs:
+        for r in _shown(block, recs):
             point = {k: r.config.get(k) for k in keys}
             entry = per_point.setdefault(point_key(point), {"point": point, "values": [],
                                                                "ok": 0, "failed": 0})
@@ -85,7 +85,8 @@ def summary(loaded: LoadedRecords, rule: str | None = None) -> dict:
             "direction": block.get("direction") or _direction_of(recs),
             "grid": {}, "tuning_seeds": [], "cells": {"sweep": 0, "report": 0}, "scorers": {}})
         for k, values in grid.items():
-            task_out["grid"][k] = sorted(set(task_out["grid"].get(k, [])) | set(values))
+            task_out["grid"][k] = sorted(set(task_out["grid"].get(k, [])) | set(values)
+                                         | {p["point"][k] for p in points})
         task_out["tuning_seeds"] = sorted(set(task_out["tuning_seeds"]) | {r.seed for r in recs})
         task_out["cells"]["sweep"] += len(recs)
         task_out["cells"]["report"] += len(reps)
@@ -125,8 +126,9 @@ def consulted(block: dict, sweeps: list[Record]) -> list[Record]:
 
 
 def _shown(block: dict, sweeps: list[Record]) -> list[Record]:
-    """The sweep records the points table shows: at a point of the chosen grid, those the rule
-    consulted; at a point outside it (a rate of an earlier grid), every one."""
+    """The sweep records the points show: at a point of the chosen grid, those the rule
+    consulted; at a point outside it (a rate an earlier grid or rule ran), every one. The cell
+    counts (``sweep_cells``, the cost) count every sweep record run."""
     grid, chosen = block.get("grid") or {}, {r.cell_id for r in consulted(block, sweeps)}
     return [r for r in sweeps if r.cell_id in chosen
             or not all(r.config.get(k) in values for k, values in grid.items())]

@@ -136,8 +136,8 @@ def _rule_text(tuning: dict) -> str:
     tied = [f"{task}: {', '.join(names)}" for task, names in tied.items() if names]
     if tied:
         text += (" Where rates tie, the area under the validation curve chooses among them: the "
-                 "rate whose validation curve rose fastest. The scorers whose rate a tie decided, "
-                 "with how many of their scored rates tied: " + "; ".join(tied) + ".")
+                 "rate whose validation curve improved fastest. The scorers whose rate a tie "
+                 "decided, with how many of their scored rates tied: " + "; ".join(tied) + ".")
     return text
 
 
