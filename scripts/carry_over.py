@@ -5,12 +5,13 @@
 
 The stopping rule (tasks/stopping.py) only decides when a run ends: up to its stop, a run under
 another rule takes the same steps. So a record of ``--task`` from the version before the task's
-current one (an older version changed more than the rule: a cap, the training), whose config with the ``--set`` keys is one the task accepts, would come out the same
-under the new rule when that rule, replayed on every evaluation the run recorded, ends every
-trained model where it ended: at the same step with reason ``"converged"``, or not before the cap
-for a model that ran to it (a model still on its plateau never stops before the cap under any
-patience). A new ``learned_at`` also moves what counts as learned: each stopping block's
-``learned`` is replayed under it. Such a record is written again under the new cell (the current task version, the new
+current one (an older version changed more than the rule: a cap, the training), whose config
+with the ``--set`` keys is one the task accepts, would come out the same under the new rule when
+that rule, replayed on every evaluation the run recorded, ends every trained model where it
+ended: at the same step with reason ``"converged"``, or not before the cap for a model that ran
+to it (a model still on its plateau never stops before the cap under any patience). A new
+``learned_at`` also moves what counts as learned: each stopping block's ``learned`` is replayed
+under it. Such a record is written again under the new cell (the current task version, the new
 config, its id), with the new settings in its stopping blocks and ``provenance.carried_over``
 naming the record it came from; its provenance otherwise stays the run's own. Every other record
 is left to run again.
