@@ -72,14 +72,24 @@ def same_run(block: dict, stop: int | None) -> bool:
     return block["reason"] == CAP and stop is None
 
 
-def carried(record: dict, task, sets: dict) -> tuple[dict | None, str]:
+def moved_cell(cell: dict, task, sets: dict) -> dict:
+    """``cell`` at the task's current version with the new settings: the cell a run under the new
+    rule has, whether its record carries over or the cell runs again."""
+    return {**cell, "task_version": task.version, "config": {**cell["config"], **sets}}
+
+
+def carried(record: dict, task, sets: dict,
+            renamed: dict[str, str] | None = None) -> tuple[dict | None, str]:
     """The record (of an older version of ``task``, trained to convergence) under the new rule,
-    or None with the reason it does not carry over."""
+    or None with the reason it does not carry over. ``renamed`` maps the previous version's cell
+    ids to the new ones: the sweep cells a reporting record's tuning block lists move with them,
+    so that the release still finds the cells its choice consulted."""
     cell = record["cell"]
     if record["status"] != "ok":
         return None, f"status {record['status']}"
     blocks = stopping_blocks(record.get("extra"))
-    config = {**cell["config"], **sets}
+    moved = moved_cell(cell, task, sets)
+    config = moved["config"]
     if resolve_config(task, config) != config:
         return None, "the config with the new settings is not one the task runs"
     cfg = config_object(task, config)
@@ -92,9 +102,11 @@ def carried(record: dict, task, sets: dict) -> tuple[dict | None, str]:
             return None, (f"stopped at {block['stop_step']} ({block['reason']}); the new rule "
                           f"{'runs past its last evaluation' if stop is None else f'stops at {stop}'}")
     new = copy.deepcopy(record)
-    new["cell"]["task_version"] = task.version
-    new["cell"]["config"] = config
+    new["cell"] = moved
     new["cell_id"] = cell_id(new["cell"])
+    block = new.get("tuning") or {}
+    if block.get("sweep_cells"):
+        block["sweep_cells"] = sorted((renamed or {}).get(i, i) for i in block["sweep_cells"])
     for block in stopping_blocks(new["extra"]):
         block["learned"] = learned(block, settings, direction)
         for key in RULE_KEYS:   # as tasks.stopping.Plateau.block writes them
@@ -124,13 +136,16 @@ def main(argv: list[str] | None = None) -> int:
         sets[key] = json.loads(value)
     task = tasks.create_task(args.task)
     store = ResultStore(args.results)
+    previous = [record for record in map(store.load, sorted(
+        Path(args.results, args.task).glob("*/*.json*")))
+        if record["cell"]["task_version"] == task.version - 1]
+    renamed = {r["cell_id"]: cell_id(moved_cell(r["cell"], task, sets)) for r in previous}
     moved = kept = 0
-    for path in sorted(Path(args.results, args.task).glob("*/*.json*")):
-        record = store.load(path)
-        if record["cell"]["task_version"] != task.version - 1 or record["status"] == "skipped" or (
+    for record in previous:
+        if record["status"] == "skipped" or (
                 record["status"] == "ok" and not stopping_blocks(record.get("extra"))):
-            continue      # current or older, never run, or trained for a fixed step count
-        new, why = carried(record, task, sets)
+            continue      # never run, or trained for a fixed step count
+        new, why = carried(record, task, sets, renamed)
         cell = record["cell"]
         print(f"{cell['scorer']}\t{cell.get('role', 'report')}\tseed {cell['seed']}\t{record['cell_id']}\t"
               f"{'carried over' if new else 'runs again'}: {why}")

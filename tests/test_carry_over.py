@@ -124,7 +124,7 @@ def test_the_script_writes_the_records_that_carry_over_as_the_new_cells(tmp_path
             "from": old["cell_id"], "task_version": task.version - 1,
             "set": {"patience_fraction": 0.5}}
         assert new["metrics"] == old["metrics"] and new["provenance"]["cpu_time_s"] == 12.5
-    # a second pass finds nothing left to carry and writes nothing more
+    # a second pass writes the same records again, and no new file
     carry_over.main([str(tmp_path), "--task", "icl_mqar", "--set", "patience_fraction=0.5"])
     assert len(list(tmp_path.glob("icl_mqar/ssa/*.json"))) == 5
 
@@ -138,28 +138,40 @@ def test_a_new_learned_at_keeps_a_run_it_would_not_have_stopped_and_replays_lear
         tmp_path, capsys):
     """Raising MQAR's learned_at from 0.5 to 0.6: a run that stopped on a shelf at 0.55 (learned
     under 0.5) would train on, so it runs again; a fast run stops where it stopped; a run that
-    never left the plateau stays at the cap, not learned; a record two versions old (another cap,
-    another training) is not the previous version's and is left alone."""
+    never left the plateau stays at the cap, not learned; one that climbed to 0.599 by the cap,
+    learned under 0.5, is not learned under 0.6; a record two versions old (another cap, another
+    training) is not the previous version's and is left alone. The fast run's tuning block lists
+    the sweep cells its choice consulted: they move to their new ids, carried or not."""
     task = tasks.create_task("icl_mqar")
     runs = {"fast": (0, [0.3, 0.9, 0.95, 0.95, 0.95, 0.95], "converged", 600),
             "shelf": (1, [0.3, 0.55, 0.55, 0.55, 0.55], "converged", 500),
-            "plateau": (2, [0.3] * 20, "cap", 2000)}
-    for seed, values, reason, stop in runs.values():
-        write_record(tmp_path, mqar_record(seed, values, reason, stop))
+            "plateau": (2, [0.3] * 20, "cap", 2000),
+            "climb": (4, [0.3] + [0.5 + 0.0055 * i for i in range(19)], "cap", 2000)}
+    records = {name: mqar_record(seed, values, reason, stop)
+               for name, (seed, values, reason, stop) in runs.items()}
+    assert records["climb"]["extra"]["train"]["stopping"]["learned"] is True
+    records["fast"]["tuning"] = {"role": "report", "sweep_cells": sorted(
+        records[name]["cell_id"] for name in ("shelf", "plateau"))}
+    for record in records.values():
+        write_record(tmp_path, record)
     older = mqar_record(3, [0.3] * 20, "cap", 2000)
     older["cell"]["task_version"] = task.version - 2
     older["cell_id"] = carry_over.cell_id(older["cell"])
     write_record(tmp_path, older)
     carry_over.main([str(tmp_path), "--task", "icl_mqar", "--set", "learned_at=0.6"])
     out = capsys.readouterr().out
-    assert "2 record(s) carried over to icl_mqar v%d, 1 left to run again" % task.version in out
+    assert "3 record(s) carried over to icl_mqar v%d, 1 left to run again" % task.version in out
     assert "seed 1" in out and "stopped at 500 (converged); the new rule runs past" in out
     assert "seed 3" not in out
     carried = {json.loads(p.read_text())["cell"]["seed"]: json.loads(p.read_text())
                for p in tmp_path.glob("icl_mqar/ssa/*.json")
                if json.loads(p.read_text())["cell"]["task_version"] == task.version}
-    assert sorted(carried) == [0, 2]
-    for seed, learned in ((0, True), (2, False)):
+    assert sorted(carried) == [0, 2, 4]
+    for seed, learned in ((0, True), (2, False), (4, False)):
         block = carried[seed]["extra"]["train"]["stopping"]
         assert (block["learned_at"], block["learned"]) == (0.6, learned)
         assert carried[seed]["cell"]["config"]["learned_at"] == 0.6
+    new_ids = {name: carry_over.cell_id(carry_over.moved_cell(
+        records[name]["cell"], task, {"learned_at": 0.6})) for name in ("shelf", "plateau")}
+    assert new_ids["plateau"] == carried[2]["cell_id"]
+    assert carried[0]["tuning"]["sweep_cells"] == sorted(new_ids.values())

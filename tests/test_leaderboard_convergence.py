@@ -217,9 +217,10 @@ def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_poin
     """softmax's rule consulted seeds 1000 and 1001 at 4e-3. A cell of seed 1002 run there
     before the screen (on the plateau, 0.10) is in the records, yet outside the rule's view: it
     would pull softmax's mean at 4e-3 below ssa's on the seeds ssa has, making ssa's verdict hold
-    at softmax's 4e-3, where on the consulted seeds (0.90 against ssa's 0.85) it does not. The
-    tuning points show the consulted cells too, and a rate outside the chosen grid as run; the
-    cost counts every cell run."""
+    at softmax's 4e-3, where on the consulted seeds (0.90 against ssa's 0.90) it does not. On
+    ssa's side, an unconsulted seed 1002 at its neighbour 4e-3 (0.0) would turn the verdict there
+    (0.95 against 0.90 on the consulted seeds). The tuning points show the consulted cells too,
+    and a rate outside the chosen grid as run; the cost counts every cell run."""
     from leaderboard.method.neighbours import BETTER, check
     from leaderboard.method.tuning import summary as tuning_summary
 
@@ -241,6 +242,7 @@ def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_poin
     sweep("softmax", 4e-3, {1002: 0.1}, consulted=False)
     sweep("softmax", 8e-3, {1000: 0.2}, consulted=False)
     sweep("ssa", 4e-3, {1000: 0.95, 1001: 0.95})
+    sweep("ssa", 4e-3, {1002: 0.0}, consulted=False)
     for scorer in ("softmax", "ssa"):
         record = tuned("icl_mqar", scorer, 0, 2e-3, 0.9, role="tuned")
         record["tuning"]["grid"] = {"lr": [1e-3, 2e-3, 4e-3]}
@@ -252,6 +254,7 @@ def test_only_the_sweep_cells_a_choice_consulted_count_next_door_and_in_its_poin
     result = check(loaded, {("icl_mqar", "ssa", "accuracy"): BETTER})[
         ("icl_mqar", "ssa", "accuracy")]
     assert result["baseline_rates"] == {1e-3: True, 4e-3: False}
+    assert result["rates"] == {1e-3: False, 4e-3: True}
     tuning = tuning_summary(loaded)["icl_mqar"]
     points = tuning["scorers"]["softmax"]["points"]
     assert [(p["point"]["lr"], p["ok"], p["mean"]) for p in points] == [
