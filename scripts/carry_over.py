@@ -88,8 +88,8 @@ def carried(record: dict, task, sets: dict,
     if record["status"] != "ok":
         return None, f"status {record['status']}"
     blocks = stopping_blocks(record.get("extra"))
-    moved = moved_cell(cell, task, sets)
-    config = moved["config"]
+    new_cell = moved_cell(cell, task, sets)
+    config = new_cell["config"]
     if resolve_config(task, config) != config:
         return None, "the config with the new settings is not one the task runs"
     cfg = config_object(task, config)
@@ -102,11 +102,11 @@ def carried(record: dict, task, sets: dict,
             return None, (f"stopped at {block['stop_step']} ({block['reason']}); the new rule "
                           f"{'runs past its last evaluation' if stop is None else f'stops at {stop}'}")
     new = copy.deepcopy(record)
-    new["cell"] = moved
-    new["cell_id"] = cell_id(new["cell"])
-    block = new.get("tuning") or {}
-    if block.get("sweep_cells"):
-        block["sweep_cells"] = sorted((renamed or {}).get(i, i) for i in block["sweep_cells"])
+    new["cell"] = new_cell
+    new["cell_id"] = cell_id(new_cell)
+    tuning = new.get("tuning") or {}
+    if tuning.get("sweep_cells"):
+        tuning["sweep_cells"] = sorted((renamed or {}).get(i, i) for i in tuning["sweep_cells"])
     for block in stopping_blocks(new["extra"]):
         block["learned"] = learned(block, settings, direction)
         for key in RULE_KEYS:   # as tasks.stopping.Plateau.block writes them
