@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -60,8 +61,7 @@ def learned(block: dict, settings: dict, direction: str) -> bool:
     """Whether the run of ``block`` learned under the rule with ``settings``, over all of its
     recorded evaluations (a new ``learned_at`` moves what counts as learned)."""
     rule = _rule(block, settings, direction)
-    for step, value in zip(block["curve"]["step"], block["curve"]["value"]):
-        rule.observe(step, value)
+    replay(rule, block["curve"], first_step=math.inf)
     return rule.learned
 
 
