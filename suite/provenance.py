@@ -124,6 +124,14 @@ def _torch_threads() -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
+def _cpu_capability() -> str | None:
+    """The vector instruction set of torch's CPU kernels (``"AVX2"``, ``"AVX512"``; the
+    ``ATEN_CPU_CAPABILITY`` environment variable picks a lower one): the same training on hosts of
+    different capability takes different rounding, so its curves part within a few hundred steps."""
+    torch = sys.modules.get("torch")
+    return torch.backends.cpu.get_cpu_capability() if torch is not None else None
+
+
 def provenance(*, device: str, dtype: str, wall_time_s: float, peak_mb: float | None,
                started: str, finished: str, hardware_name: str | None = None) -> dict:
     sha, dirty = git_state()
@@ -133,5 +141,6 @@ def provenance(*, device: str, dtype: str, wall_time_s: float, peak_mb: float | 
         "packages": package_versions(), "device": device,
         "hardware": hardware_name or hardware(device),
         "host": socket.gethostname(), "dtype": dtype, "threads": _torch_threads(),
+        "cpu_capability": _cpu_capability(),
         "wall_time_s": round(wall_time_s, 3), "peak_memory_mb": peak_mb, "started": started, "finished": finished,
     }

@@ -5,8 +5,9 @@ A checkpoint holds everything the rest of the run depends on, split into tensors
 the optimizer's state, the random generators' states, best weights; ``NAME.safetensors``) and
 plain JSON (``NAME.json``: the step, the loss log, the curves, the stopping rule's state), each
 written to a temporary file and renamed into place, the JSON last: a checkpoint is complete when
-its JSON names the tensors file's digest. One written under another torch version, thread count
-or fast mode is ignored (the run starts over), so that no record mixes two numerics. The runner
+its JSON names the tensors file's digest. One written under another torch version, thread count,
+CPU capability (``torch.backends.cpu.get_cpu_capability()``: a host of other vector kernels) or
+fast mode is ignored (the run starts over), so that no record mixes two numerics. The runner
 removes a cell's checkpoints once its record is written (``suite.runner``).
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ def resume_path(workdir: Path | None, name: str) -> Path | None:
 
 def numerics(fast: str, accumulation: int = 1) -> dict:
     """What a resumed run must share with the run that wrote the checkpoint."""
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "fast": fast,
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "fast": fast,
             "accumulation": accumulation}
 
 
