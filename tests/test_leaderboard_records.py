@@ -63,6 +63,25 @@ def test_malformed_records_are_reported_and_skipped(tmp_path):
     assert rows_of(board, metric="error")[0]["n"] == 1
 
 
+def test_a_row_names_the_cpu_kernels_of_its_records_where_they_are_kept(tmp_path):
+    """Seeds run on AVX2 and on AVX512 kernels are different runs of one cell: a row's hardware
+    says which; records from before ``cpu_capability`` was kept, and GPU records, name the
+    machine alone."""
+    for seed, capability in ((0, "AVX2"), (1, "AVX512"), (2, None)):
+        record = make_record("icl_linear", "softmax", seed, {"error": 0.1})
+        if capability:
+            record["provenance"]["cpu_capability"] = capability
+        write_record(tmp_path, record)
+    gpu = make_record("icl_linear", "ssa", 0, {"error": 0.1}, hardware="1x H100")
+    gpu["provenance"].update(device="cuda", cpu_capability="AVX512")
+    write_record(tmp_path, gpu)
+    board = aggregate(load_records(tmp_path), n_boot=N_BOOT)
+    (softmax,) = rows_of(board, scorer="softmax")
+    assert softmax["hardware"] == ["Test CPU, 2 cores", "Test CPU, 2 cores (AVX2)",
+                                   "Test CPU, 2 cores (AVX512)"]
+    assert rows_of(board, scorer="ssa")[0]["hardware"] == ["1x H100"]
+
+
 def test_missing_results_dir_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_records(tmp_path / "nope")

@@ -90,7 +90,12 @@ class Record(Cell):
 
     @property
     def hardware(self) -> str:
-        return str(self.provenance.get("hardware") or self.provenance.get("device") or "unknown")
+        """The machine, and on a CPU the vector kernels torch ran there where the record names
+        them (``provenance.cpu_capability``): CPU training is bit-identical only within one."""
+        name = str(self.provenance.get("hardware") or self.provenance.get("device") or "unknown")
+        capability = self.provenance.get("cpu_capability")
+        cpu = self.provenance.get("device") == "cpu"
+        return f"{name} ({capability})" if capability and cpu else name
 
 
 def scorer_label(scorer: str, kwargs: dict) -> str:
