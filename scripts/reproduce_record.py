@@ -7,15 +7,17 @@ their records.
 For a record of a task trained to convergence (a stopping block with its dense validation
 curve), the cell's run is started again at this checkout: the same config, seed, fast paths,
 accumulation and thread count, on the CPU kernels of the record's ``provenance.cpu_capability``
-(``--capability`` for records from before it was kept; a capability above this host's cannot be
-reached). After ``--steps`` optimizer steps it ends, and every validation evaluation and
+(``--capability`` for records from before it was kept: those of the converged protocol's
+re-run started before 2026-12-06 02:33 UTC ran on AVX2 kernels; a capability above this host's
+cannot be reached). After ``--steps`` optimizer steps it ends, and every validation evaluation and
 training-loss window up to there, and the first training loss, are compared with the record's.
 Identical values say that the record's run is this checkout's run on its host; a difference
 within a few hundred steps says the code or the kernels differ (chaotic training amplifies a
 rounding difference: curves of one run on AVX2 and AVX512 kernels part by step 100-400).
 
 Each record runs in a process of its own, as ``ATEN_CPU_CAPABILITY`` is read when torch loads.
-The exit status is 1 when a record differs.
+A record that cannot be checked (another task version, a GPU run, no stopping curve) is named
+and the others go on. The exit status is 1 when a record differs or was not checked.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,11 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def training_blocks(record: dict) -> dict[str, dict]:
     """The record's training blocks by model, in training order: ``{"": block}`` for a task that
     trains one model, ``{"every": ..., "some": ...}`` for icl_quantifiers' two."""
-    train = record.get("extra", {}).get("train", {})
-    if isinstance(train, dict) and "stopping" in train:
+    extra = record.get("extra") or {}
+    train = extra.get("train") or {}
+    if "stopping" in train:
         return {"": train}
-    return {name: block for name, block in train.items()
-            if isinstance(block, dict) and "stopping" in block}
+    order = extra.get("quantifiers") or list(train)
+    return {name: train[name] for name in order
+            if isinstance(train.get(name), dict) and "stopping" in train[name]}
 
 
 def _retrained(record: dict, steps: int) -> dict:
@@ -54,9 +59,6 @@ def _retrained(record: dict, steps: int) -> dict:
     torch.set_num_threads(int(prov.get("threads") or 1))
     cell = Cell.from_dict(record["cell"])
     task = create_task(cell.task)
-    if int(task.version) != cell.task_version:
-        raise SystemExit(f"{cell.task} is version {task.version} at this checkout, the record "
-                         f"{cell.task_version}: check out a commit of that version")
     runs: list[dict] = []
     init, stop_after = icl_training.LossLog.__init__, icl_training.BestState.stop_after
 
@@ -94,8 +96,11 @@ def compare(record: dict, run: dict, steps: int) -> tuple[bool, str]:
         recorded = {"evaluation": dict(zip(curve["step"], curve["value"])),
                     "loss window": dict(zip(train["loss_curve"]["step"],
                                             train["loss_curve"]["loss"]))}
+        # the window that ends at the cut is partial unless the record has one there: at a
+        # window's end, or where the recorded run stopped too
         mine = {"evaluation": [(s, v) for s, v in model["evaluations"] if s <= steps],
-                "loss window": [(s, v) for s, v in model["losses"] if s < steps]}
+                "loss window": [(s, v) for s, v in model["losses"]
+                                if s < steps or s in recorded["loss window"]]}
         for kind, pairs in mine.items():
             counts[kind] += len(pairs)
             differences += [(s, f"{name} {kind}".strip(), v, recorded[kind].get(s))
@@ -109,43 +114,72 @@ def compare(record: dict, run: dict, steps: int) -> tuple[bool, str]:
     what = (f"{cell['task']} {cell['scorer']} lr {cell['config'].get('lr')} seed {cell['seed']} "
             f"(run by {str(record['provenance'].get('git_sha'))[:7]}), on {run['capability']}")
     models = f" of {len(blocks)} models" if len(blocks) > 1 else ""
+    if not counts["evaluation"]:
+        return False, (f"NOT CHECKED: {what}: no evaluation up to step {steps:,}; raise --steps "
+                       f"past the task's eval_every ({cell['config'].get('eval_every')})")
     if not differences:
         return True, (f"identical: {what}: {counts['evaluation']} evaluations, "
                       f"{counts['loss window']} loss windows and the first loss{models} up to "
                       f"step {steps:,}")
     step, kind, here, there = min(differences)
     total = sum(counts.values()) + len(blocks)
+    hint = ("" if record["provenance"].get("cpu_capability") else
+            "; the record does not name its CPU kernels: try --capability AVX2 or AVX512")
     return False, (f"DIFFERS: {what}: {len(differences)} of {total} values, first the {kind} at "
-                   f"step {step:,}: {here!r} here, {there!r} recorded")
+                   f"step {step:,}: {here!r} here, {there!r} recorded{hint}")
+
+
+class Unchecked(Exception):
+    """A record this checkout cannot retrain as it ran."""
 
 
 def load(path: Path) -> dict:
+    """The record at ``path``, or :class:`Unchecked` saying why it cannot be retrained here."""
     with gzip.open(path, "rt") as f:
         record = json.load(f)
     if record.get("status") != "ok" or not any(
             "curve" in block["stopping"] for block in training_blocks(record).values()):
-        raise SystemExit(f"{path}: not an ok record of a task trained to convergence (it needs "
-                         f"a training block with stopping.curve); nothing to compare")
+        raise Unchecked("not an ok record of a task trained to convergence (it needs a training "
+                        "block with stopping.curve)")
+    if record["provenance"].get("device") != "cpu":
+        raise Unchecked(f"run on {record['provenance'].get('device')}; this script retrains CPU "
+                        f"records only")
+    import tasks
+
+    cell = record["cell"]
+    version = tasks.create_task(cell["task"]).version
+    if int(version) != cell["task_version"]:
+        raise Unchecked(f"{cell['task']} is version {version} at this checkout, the record "
+                        f"{cell['task_version']}: check out a commit of that version")
     return record
+
+
+def _check(path: Path, steps: int, capability: str | None) -> tuple[bool, str]:
+    record = load(path)
+    capability = record["provenance"].get("cpu_capability") or capability
+    env = dict(os.environ)
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability.lower()
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "run.json"
+        child = subprocess.run([sys.executable, __file__, str(path), "--steps", str(steps),
+                                "--child-out", str(out)], env=env, capture_output=True, text=True)
+        if child.returncode != 0:
+            raise Unchecked(f"the retraining failed:\n{child.stderr[-2000:]}")
+        run = json.loads(out.read_text())
+    if capability and run["capability"] != capability.upper():
+        raise Unchecked(f"the record ran on {capability.upper()} kernels, which this host cannot "
+                        f"run (it reached {run['capability']}); reproduce it on such a host")
+    return compare(record, run, steps)
 
 
 def reproduce(path: Path, steps: int, capability: str | None) -> bool:
     """Retrain ``path``'s record in a process on its capability; print and return the verdict."""
-    record = load(path)
-    capability = capability or record["provenance"].get("cpu_capability")
-    env = dict(os.environ)
-    if capability:
-        env["ATEN_CPU_CAPABILITY"] = capability.lower()
-    child = subprocess.run([sys.executable, __file__, "--child", str(path), "--steps", str(steps)],
-                           env=env, capture_output=True, text=True)
-    if child.returncode != 0:
-        raise SystemExit(f"{path}: the retraining failed:\n{child.stderr[-2000:]}")
-    run = json.loads(child.stdout.strip().splitlines()[-1])
-    if capability and run["capability"] != capability.upper():
-        raise SystemExit(f"{path}: the record ran on {capability.upper()} kernels, which this host "
-                         f"cannot run (it reached {run['capability']}); reproduce it on such a host")
-    same, line = compare(record, run, steps)
-    print(f"{path}: {line}")
+    try:
+        same, line = _check(path, steps, capability)
+    except Unchecked as e:
+        same, line = False, f"NOT CHECKED: {e}"
+    print(f"{path}: {line}", flush=True)
     return same
 
 
@@ -156,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="optimizer steps to retrain and compare (default 500)")
     parser.add_argument("--capability", help="the CPU capability of records that do not state "
                         "theirs (AVX2, AVX512, DEFAULT); default: the host's")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    if args.child:
-        print(json.dumps(_retrained(load(args.records[0]), args.steps)))
+    if args.child_out:
+        args.child_out.write_text(json.dumps(_retrained(load(args.records[0]), args.steps)))
         return 0
     verdicts = [reproduce(path, args.steps, args.capability) for path in args.records]
     return 0 if all(verdicts) else 1
