@@ -1,7 +1,7 @@
 """Carry records over a change of a task's stopping rule that would not have changed their runs.
 
     python scripts/carry_over.py leaderboard/records --task icl_mqar --set patience_fraction=0.5
-    python scripts/carry_over.py leaderboard/records --task icl_linear --set learned_at=0.3
+    python scripts/carry_over.py leaderboard/records --task icl_linear --set learned_at=0.25
 
 The stopping rule (tasks/stopping.py) only decides when a run ends: up to its stop, a run under
 another rule takes the same steps. So a record of ``--task`` from the version before the task's

@@ -153,7 +153,7 @@ RAW = {PAPER_POINTS: ("mse_T9_id", "mse_T9_shifted"), LONG_POINTS: ("mse_T41_sig
 class ICLLinear(Task):
     """f(x) = a x + b in context; MSE on the sigma_x x sigma grid with least-squares and zero baselines; docs/tasks.md#icl_linear."""
 
-    version = 6
+    version = 7
     track = "icl"
     supports_accumulation = True
     Config = LinearConfig

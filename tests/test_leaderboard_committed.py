@@ -381,15 +381,15 @@ def test_each_cap_is_at_least_four_times_softmaxs_convergence_on_its_committed_r
         assert multiple >= CAP_MULTIPLE, (task, cap, multiple)
 
 
-def test_no_committed_run_of_the_current_tasks_stopped_on_its_plateau():
-    """A run that stops "converged" must have left its plateau, or the board reads a slow scorer
-    as converged at the plateau's level. Where a task declares no learned_at, a run that
-    converged must have reached the task's target (icl_linear, before learned_at = 0.3: 12
-    cosformer runs stopped at 0.44-1.06 after 1,000-2,900 steps, while its runs that trained on
-    reached the target). Where it declares one, the rule stops only runs that passed it, so the
-    records check the level itself: no run starts past it (an untrained model is not learned).
-    A failure names the runs: declare a learned_at between the plateau and the target, and carry
-    the others over (scripts/carry_over.py)."""
+def test_no_committed_run_of_the_current_tasks_stopped_short_of_its_target():
+    """A run that stops "converged" must have reached the task's target, or the board reads a
+    slow scorer as converged at the level of a plateau or a shelf: on icl_linear, before
+    learned_at = 0.3, 12 cosformer runs stopped at 0.44-1.06 after 1,000-2,900 steps while its
+    runs that trained on reached the target; under 0.3, entmax15's seed 1 stopped at step 6,300
+    on a shelf at 0.29-0.31, best 0.291, where its other seeds passed the 0.25 target by step
+    1,750. A run of a task that declares learned_at must also not start past it (an untrained
+    model is not learned). A failure names the runs: raise learned_at to the target (or declare
+    one), and carry the others over (scripts/carry_over.py)."""
     import tasks
     from leaderboard.loading.records import load_records
     from suite.profiles import load_profile
@@ -405,12 +405,11 @@ def test_no_committed_run_of_the_current_tasks_stopped_on_its_plateau():
             if block["reason"] != "converged":
                 continue
             checked += 1
+            left = block.get("target_step") is not None
             if "learned_at" in block:
                 sign = 1 if r.validation["direction"] == "higher" else -1
                 first = block["curve"]["value"][0]
-                left = first is None or sign * (block["learned_at"] - first) > 0
-            else:
-                left = block.get("target_step") is not None
+                left = left and (first is None or sign * (block["learned_at"] - first) > 0)
             if not left:
                 stopped.append((r.task, r.scorer_label, r.config.get("lr"), r.seed,
                                 block["stop_step"], block["best_value"]))
