@@ -13,7 +13,11 @@ cannot be reached). After ``--steps`` optimizer steps it ends, and every validat
 training-loss window up to there, and the first training loss, are compared with the record's.
 Identical values say that the record's run is this checkout's run on its host; a difference
 within a few hundred steps says the code or the kernels differ (chaotic training amplifies a
-rounding difference: curves of one run on AVX2 and AVX512 kernels part by step 100-400).
+rounding difference: curves of one run on AVX2 and AVX512 kernels part by step 100-400). The
+capability is not all of the kernels: MKL takes other paths on another vendor's CPU, so a record
+made on an AMD EPYC with AVX512 differs on an Intel Xeon with AVX512 too (by step 220 on MQAR;
+``MKL_ENABLE_INSTRUCTIONS`` does not bring them together). A difference on a machine of another
+name than the record's ``provenance.hardware`` says so.
 
 Each record runs in a process of its own, as ``ATEN_CPU_CAPABILITY`` is read when torch loads.
 A record that cannot be checked (another task version, a GPU run, no stopping curve) is named
@@ -52,6 +56,7 @@ def _retrained(record: dict, steps: int) -> dict:
 
     from leaderboard.loading.schema import Cell
     from suite.cells import config_object
+    from suite.provenance import hardware
     from suite.runner import seed_everything
     from tasks import RunContext, create_task, icl_training
 
@@ -80,7 +85,7 @@ def _retrained(record: dict, steps: int) -> dict:
     seed_everything(cell.seed)
     task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config_object(task, cell.config),
              ctx)
-    return {"capability": torch.backends.cpu.get_cpu_capability(),
+    return {"capability": torch.backends.cpu.get_cpu_capability(), "hardware": hardware("cpu"),
             "models": [{"first_loss": run["log"].first,
                         "losses": list(zip(run["log"].curve["step"], run["log"].curve["loss"])),
                         "evaluations": run["evaluations"]} for run in runs]}
@@ -123,8 +128,15 @@ def compare(record: dict, run: dict, steps: int) -> tuple[bool, str]:
                       f"step {steps:,}")
     step, kind, here, there = min(differences)
     total = sum(counts.values()) + len(blocks)
-    hint = ("" if record["provenance"].get("cpu_capability") else
-            "; the record does not name its CPU kernels: try --capability AVX2 or AVX512")
+    recorded_on = record["provenance"].get("hardware")
+    if not record["provenance"].get("cpu_capability"):
+        hint = "; the record does not name its CPU kernels: try --capability AVX2 or AVX512"
+    elif recorded_on != run["hardware"]:
+        hint = (f"; the record ran on {recorded_on}, this host is {run['hardware']}: BLAS rounds "
+                f"differently on another vendor's CPU of the same capability, so check it on "
+                f"such a machine")
+    else:
+        hint = ""
     return False, (f"DIFFERS: {what}: {len(differences)} of {total} values, first the {kind} at "
                    f"step {step:,}: {here!r} here, {there!r} recorded{hint}")
 

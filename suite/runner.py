@@ -23,7 +23,7 @@ from typing import Any, Callable
 from leaderboard.loading.schema import SCHEMA_VERSION, Cell, RecordError, validate_record
 
 from .cells import config_object
-from .provenance import peak_memory_mb, provenance, reset_peak_memory, utc_now
+from .provenance import hardware, peak_memory_mb, provenance, reset_peak_memory, utc_now
 
 
 class CellTimeout(Exception):
@@ -201,7 +201,7 @@ def run_cell(job: CellJob, *, device: str | None = None,
                 workdir.mkdir(parents=True, exist_ok=True)
             ctx = RunContext(device=torch.device(device), workdir=workdir, progress=progress,
                              accumulation=job.accumulation, fast=job.fast,
-                             sweep=cell.is_sweep)
+                             sweep=cell.is_sweep, hardware=hardware(device))
             seed_everything(cell.seed)
             with time_limit(job.time_limit_s):
                 result = task.run(cell.scorer, dict(cell.scorer_kwargs), cell.seed, config, ctx)

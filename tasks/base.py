@@ -107,6 +107,10 @@ class RunContext:
     # The CPU and wall seconds that earlier, interrupted processes spent training this cell, as
     # its checkpoints kept them (tasks/resume.py); the harness adds them to the record's times.
     resumed: dict[str, float] = field(default_factory=dict)
+    # The machine, as records name it (``provenance.hardware``): a checkpoint resumes only on one
+    # of the same name, as two CPUs of one vector capability can still round differently (their
+    # BLAS takes another path on another vendor's CPU).
+    hardware: str | None = None
 
     def report(self, done: int, total: int) -> None:
         if self.progress is not None:

@@ -317,7 +317,7 @@ def train(model: ICLModel, cfg: ICLTaskConfig, sample: Callable, loss_fn: Callab
     curve = None if validation is None else Curve(cfg.train_steps, validation.subset_size())
     best = best_state(cfg, validation, direction)
     run = Run(model, opt, gen, losses, curve, best,
-              checkpoints.numerics(ctx.fast, ctx.accumulation))
+              checkpoints.numerics(ctx.fast, ctx.accumulation, ctx.hardware))
     start, finished = run.restore(resume) or (0, False)
     if start or finished:
         for key, seconds in run.clock.before.items():

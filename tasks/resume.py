@@ -6,7 +6,8 @@ the optimizer's state, the random generators' states, best weights; ``NAME.safet
 plain JSON (``NAME.json``: the step, the loss log, the curves, the stopping rule's state), each
 written to a temporary file and renamed into place, the JSON last: a checkpoint is complete when
 its JSON names the tensors file's digest. One written under another torch version, thread count,
-CPU capability (``torch.backends.cpu.get_cpu_capability()``: a host of other vector kernels) or
+CPU capability (``torch.backends.cpu.get_cpu_capability()``: a host of other vector kernels),
+machine (``RunContext.hardware``: an Intel and an AMD CPU of one capability round differently) or
 fast mode is ignored (the run starts over), so that no record mixes two numerics. The runner
 removes a cell's checkpoints once its record is written (``suite.runner``).
 """
@@ -30,11 +31,11 @@ def resume_path(workdir: Path | None, name: str) -> Path | None:
     return None if workdir is None else workdir / DIRECTORY / name
 
 
-def numerics(fast: str, accumulation: int = 1) -> dict:
+def numerics(fast: str, accumulation: int = 1, hardware: str | None = None) -> dict:
     """What a resumed run must share with the run that wrote the checkpoint."""
     return {"torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "fast": fast,
-            "accumulation": accumulation}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "hardware": hardware,
+            "fast": fast, "accumulation": accumulation}
 
 
 class Clock:

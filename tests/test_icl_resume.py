@@ -124,18 +124,20 @@ def test_a_checkpoint_of_other_numerics_or_torn_is_ignored_and_the_run_starts_ov
     whole = run("icl_mqar", tmp_path / "whole")
     uninterrupted = taken[0]
     path = checkpoints.resume_path(tmp_path / "cell", "icl_mqar")
-    for damage in ("numerics", "capability", "torn"):
+    for damage in ("numerics", "capability", "machine", "torn"):
         shutil.rmtree(path.parent, ignore_errors=True)
         draws = Draws(monkeypatch, "icl_mqar", stop_at=12)
         with pytest.raises(Interrupted):
             run("icl_mqar", tmp_path / "cell")
         draws.stop_at = None
         state = json.loads(path.with_suffix(".json").read_text())
-        if damage in ("numerics", "capability"):
+        if damage != "torn":
             if damage == "numerics":
                 state["numerics"]["threads"] += 1
-            else:                                          # written on a host of other kernels
+            elif damage == "capability":                   # written on a host of other kernels
                 state["numerics"]["cpu_capability"] = "another"
+            else:                                          # on another vendor's CPU
+                state["numerics"]["hardware"] = "AMD EPYC, 2 cores"
             path.with_suffix(".json").write_text(json.dumps(state))
         else:
             blob = path.with_suffix(".safetensors")

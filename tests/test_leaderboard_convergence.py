@@ -44,10 +44,12 @@ def test_speed_counts_the_seeds_that_reach_the_target_and_a_split_reads_so(tmp_p
     assert list(out) == ["icl_mqar"] and out["icl_mqar"]["target"] == 0.9
     soft, ssa = out["icl_mqar"]["scorers"]["softmax"], out["icl_mqar"]["scorers"]["ssa"]
     assert soft["speed"]["mean"] == 1100 and soft["reached"] == 5 and not soft["split"]
-    # t interval of 1000..1300: mean 1100, sd 158.1, t_{4, 0.975} = 2.776
-    assert soft["speed"]["lo"] == pytest.approx(1100 - 2.776445 * 158.113883 / 5 ** 0.5)
-    assert ssa["speed"] == {"mean": 2200, "lo": pytest.approx(1703.1, abs=0.1),
-                            "hi": pytest.approx(2696.9, abs=0.1), "seeds": 3}
+    # the modified Cox interval of 2000, 2400, 2200: logs 7.600902, 7.783224, 7.696213, mean
+    # 7.693446, variance 0.0083161; exp(7.693446 + 0.0041581 ± 4.302653 * sqrt(0.0083161 / 3 +
+    # 0.0083161^2 / 4)) = exp(7.697604 ± 0.227241)
+    assert ssa["speed"] == {"mean": 2200, "lo": pytest.approx(1755.2, abs=0.1),
+                            "hi": pytest.approx(2765.1, abs=0.1), "seeds": 3}
+    assert soft["speed"]["lo"] < soft["speed"]["mean"] == 1100 < soft["speed"]["hi"]
     assert (ssa["reached"], ssa["not_reached"], ssa["split"]) == (3, 2, True)
     assert (ssa["cap"], ssa["not_learned"], ssa["converged"]) == (2, 2, 3)
     assert ssa["reliability"] == 0.6
@@ -354,7 +356,8 @@ def test_a_release_reports_level_speed_reliability_and_the_neighbouring_rates(tm
     level = ssa["level (best checkpoint)"]
     assert level.startswith("error 0.1") and "▲" in level
     speed = "speed: steps to the target [95% CI]"
-    assert ssa[speed] == "1,000 [752, 1,248]; 2 of 5 did not reach it"
+    # 900, 1000, 1100: exp(6.904405 + 0.0050378 ± 4.302653 * 0.058171) = [780, 1,287]
+    assert ssa[speed] == "1,000 [780, 1,287]; 2 of 5 did not reach it"
     assert ssa["reliability [exact 95% CI]"] == ("0.60 [0.15, 0.95]; seeds split: 3 of 5 reach "
                                                  "the target")
     assert ssa["stops"] == "3 converged, 2 at the cap, 2 not learned within the cap"

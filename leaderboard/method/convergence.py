@@ -8,8 +8,10 @@ scorer:
 - **reliability**: the seeds whose every model reached the target (``target_step`` set) over the
   seeds, with the exact (Clopper-Pearson) 95% interval of a binomial proportion;
 - **speed**: the steps to the target (the first evaluation at or past it; the slowest model of a
-  cell that trains several), the mean over the seeds that reached it with a t interval, and how
-  many did not;
+  cell that trains several), the mean over the seeds that reached it with the modified Cox
+  interval of a log-normal mean (:func:`~.stats.lognormal_mean_interval`, at most the cap), and
+  how many did not: steps are positive and right-skewed (most seeds arrive together, a slow one
+  much later), where a t interval's lower end can fall below zero;
 - **stops**: how many seeds converged, how many reached the cap, and how many had not learned
   (passed ``learned_at``) by then; of those at the cap after learning, how many had no gain left:
   their best value within the rule's tolerance of the end of the validation metric's range (an
@@ -34,7 +36,7 @@ from scipy.stats import binomtest
 
 from ..loading.choice import reached_target
 from ..loading.records import LoadedRecords, Record
-from .stats import ALPHA, t_interval
+from .stats import ALPHA, lognormal_mean_interval
 
 
 # The least cap, in multiples of the baseline's convergence step (tasks.icl_training.CAP_MULTIPLE).
@@ -104,7 +106,7 @@ def scorer_summary(outcomes: list[dict]) -> dict:
     steps = [o["steps"] for o in outcomes if o["reached"]]
     speed = None
     if steps:
-        lo, hi = t_interval(np.array(steps, dtype=float))
+        lo, hi = lognormal_mean_interval(steps, upper=max(o["cap"] for o in outcomes))
         speed = {"mean": float(np.mean(steps)), "lo": lo, "hi": hi, "seeds": len(steps)}
     return {"seeds": seeds, "reached": reached, "reliability": rel, "reliability_lo": low,
             "reliability_hi": high, "speed": speed, "not_reached": seeds - reached,

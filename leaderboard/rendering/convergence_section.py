@@ -5,13 +5,14 @@ holds at the neighbouring learning rates (``meta["neighbours"]``,
 
 Per task, one row per scorer: the level (each headline metric at the best-validation
 checkpoint, its mean with the front page's mark against the baseline, from the board's rows),
-the speed (mean steps to the target over the seeds that reach it, with its t interval, and how
+the speed (mean steps to the target over the seeds that reach it, with its interval, and how
 many did not), the reliability (the fraction of seeds that reach the target, with its exact
 binomial interval; a scorer whose seeds split says so), how the seeds stopped, and the
 neighbouring-rate words beside each verdict."""
 from __future__ import annotations
 
 from ..method.convergence import CAP_MULTIPLE, cap_multiple, unconverged
+from ..method.stats import METHODS
 from .markdown_layout import block, fitted, wrap
 from .summary import task_headlines
 from .text import column_format, markdown_text, missing, steps, verdict_mark
@@ -22,8 +23,8 @@ COLUMNS = (
     ("level (best checkpoint)", "Each headline metric at the best-validation checkpoint, its "
      "mean over seeds and its mark against the baseline."),
     ("speed: steps to the target [95% CI]", "Steps to the target of the validation metric: the "
-     "mean over the seeds that reach it with its 95% t interval, and how many seeds do not; "
-     "lower is faster."),
+     f"mean over the seeds that reach it with the 95% {METHODS['speed_interval']} (steps are "
+     "positive and right-skewed), and how many seeds do not; lower is faster."),
     ("reliability [exact 95% CI]", "The fraction of seeds that reach the target, with its exact "
      "(Clopper-Pearson) 95% interval; a scorer whose seeds split says so."),
     ("stops", "How the seeds stopped: converged, at the cap (of those that learned: with no "
@@ -114,8 +115,10 @@ def method_text(board) -> str:
             "numbers per scorer, apart: the **level**, each headline metric at that checkpoint "
             "with its mark against the baseline (▲ / ▼ better / worse, · no verdict, – "
             "uninformative; the tests are the board's); the **speed**, the steps to the target "
-            "of the validation metric, the mean over the seeds that reach it with its 95% t "
-            "interval, and how many seeds do not; the **reliability**, the fraction of seeds "
+            "of the validation metric, the mean over the seeds that reach it with the 95% "
+            f"{METHODS['speed_interval']} (steps to a target are positive and right-skewed: "
+            "most seeds arrive together, a slow one much later), and how many seeds do not; "
+            "the **reliability**, the fraction of seeds "
             "that reach the target with its exact (Clopper-Pearson) 95% interval. A scorer "
             "whose seeds "
             "split reads so: its mean level is then a mean that no seed has. A seed the cap "
