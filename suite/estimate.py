@@ -20,6 +20,9 @@ Per cell, in this order:
    steps its own scorer's records trained (median), else the median of every recorded cell's;
    beside it, the total if every scorer without records of the config runs to the cap (a
    scorer that never learns: a MQAR cell at its cap costs several times softmax's converged one).
+   The steps come from the config's records on any hardware (a step count does not depend on
+   the machine, its seconds do): without records on this device, the calibration below times a
+   step here and the records give the steps.
 2. **the profile's estimate**: a profile sized for another device (``gpu``) may declare its
    expected seconds per cell in ``[estimate]``; a dry run on a CPU uses them for the tasks
    without records, labelled with that device (calibrating GPU-sized cells on a CPU would take
@@ -45,8 +48,10 @@ Per cell, in this order:
    calibration, so the estimate is an upper bound for them. A cell that stops when its
    validation metric converges (``stop = "converged"``) is timed at the step where the rule stops
    softmax (:func:`stop_after` its convergence as the profile measured it,
-   ``softmax_converged_at``), the time at its cap beside it, until records of its config give the
-   lengths scorers really train. Another scorer's cell is that times the scorer's step cost (an
+   ``softmax_converged_at``), the time at its cap beside it, until records of its config, on any
+   hardware, give the lengths scorers really train: on the 2-core board, where half of the MQAR
+   sweep cells train to the 22,000-step cap, softmax's stop at 8,200 steps made a new host's
+   estimate half the records' cost. Another scorer's cell is that times the scorer's step cost (an
    upper bound where part of a cell does not scale with it).
 
 **Step cost**: a scorer's training-step time over softmax's on its task's backbone (the ICL
@@ -127,35 +132,32 @@ def record_times(records: Iterable[dict], device: str) -> dict[tuple, dict[str, 
 
 
 def _recorded(records: Iterable[dict], device: str) -> tuple[dict, dict, dict]:
-    """:func:`record_times`, the steps the records of converged configs trained, and the most
-    steps a cell of each converged config may train (its cap times the models it trains)."""
+    """:func:`record_times`; the steps the records of converged configs trained, on any hardware
+    (summed over a cell's models); and the most steps a cell of each converged config may train
+    (its cap times the models it trains)."""
     times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     steps: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     caps: dict[tuple, int] = {}
     for r in records:
-        prov = r.get("provenance") or {}
-        if r.get("status") != OK or prov.get("hardware") != device:
+        if r.get("status") != OK:
             continue
-        extra = r.get("extra") or {}
-        if extra.get("resumed_from_checkpoint"):
-            continue   # it timed only the rest of a cell
-        seconds = cell_seconds(prov)
-        if seconds is None:
-            continue
-        cell = r["cell"]
+        prov, extra, cell = r.get("provenance") or {}, r.get("extra") or {}, r["cell"]
         key = _config_key(cell["task"], cell["task_version"], cell["config"],
                           cell.get("role", "report"))
         label = _scorer_label(cell)
-        if cell["config"].get("stop") == "converged":
-            trained = trained_steps(extra)
-            if not trained:
-                continue
+        converged = cell["config"].get("stop") == "converged"
+        trained = trained_steps(extra) if converged else None
+        if trained:
             steps[key][label].append(trained)
-            seconds /= trained
             cap = steps_of(cell["task"], cell["config"])
             if cap:
                 caps[key] = max(caps.get(key, 0), cap[1] * len(_trained_models(extra)))
-        times[key][label].append(seconds)
+        if prov.get("hardware") != device or extra.get("resumed_from_checkpoint"):
+            continue   # another machine's seconds, or a record that timed only the rest of a cell
+        seconds = cell_seconds(prov)
+        if seconds is None or (converged and not trained):
+            continue
+        times[key][label].append(seconds / trained if converged else seconds)
     return times, steps, caps
 
 
@@ -476,16 +478,20 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
              declared: dict | None = None,
              step_cost: Callable[[str, str], float] | None = None,
              threads: int = 0, converged_at: dict[str, int] | None = None,
-             cap_only: Iterable[Cell] = ()) -> list[TaskEstimate]:
+             cap_only: Iterable[Cell] = (),
+             fitter: Callable[[Cell, str], Fit] | None = None) -> list[TaskEstimate]:
     """Per task (in first-seen order), the cells to run and their expected total seconds.
     ``step_cost(task, scorer)``: the scorer's training-step cost over softmax's (:class:`StepCost`;
     None: every scorer costs what softmax costs). ``threads``: the torch threads of the default
     calibration's runs, as a cell of the run gets them (0: torch's choice). ``converged_at``:
     per task, the profile's ``softmax_converged_at`` (:func:`calibrate`). ``cap_only``: cells
     that run only where a scorer never learns (a grid grown past its rates where no seed reached
-    the target): counted at the cap in ``at_cap``, neither in the total nor in ``cells``."""
+    the target): counted at the cap in ``at_cap``, neither in the total nor in ``cells``.
+    ``fitter``: the calibration's line (:func:`fit`) of a converged config that has records on
+    other hardware only, timed at the lengths they trained."""
     hw = hardware_name or device_class(device)
     times, trained, caps = _recorded(records, hw)
+    fitter = fitter or (lambda c, d: fit(c, d, run=lambda c2, d2: _timed_run(c2, d2, threads)))
     calibrator = calibrator or (lambda c, d: calibrate(
         c, d, threads=threads, converged_at=(converged_at or {}).get(c.task)))
     scaled: set[str] = set()
@@ -548,11 +554,33 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                 beyond += per_cell * sum(c.id in only for c in members)
                 sources.append(f"profile's estimate for {declared['device']}, not measured here")
                 continue
+            lengths = key if trained.get(key) else (*key[:3], REPORT)
+            elsewhere = trained.get(lengths)
             try:
-                seconds, how = calibrator(members[0], device)
+                if elsewhere:
+                    calibrated = fitter(members[0], device)
+                else:
+                    seconds, how = calibrator(members[0], device)
             except Exception as e:  # noqa: BLE001 - a failed calibration is reported, not fatal
                 out.append(TaskEstimate(task, counted, None, f"no estimate: {e}"))
                 break
+            if elsewhere:
+                every = [n for ns in elsewhere.values() for n in ns]
+                models = caps.get(lengths, calibrated.steps) / calibrated.steps
+                for c in members:
+                    own = elsewhere.get(_scorer_label(c))
+                    length = statistics.median(own or every) / models   # steps of each model
+                    seconds = calibrated.fixed + calibrated.per_step * length
+                    if c.id in only:
+                        beyond += calibrated.seconds * cost(c)
+                        continue
+                    total += seconds * cost(c)
+                    if not own:
+                        beyond += max(calibrated.seconds - seconds, 0.0) * cost(c)
+                sources.append(f"{calibrated.how}, at the steps {len(every)} records trained "
+                               f"on other hardware (a scorer without records at their median, "
+                               f"{statistics.median(every) / models:.0f})")
+                continue
             total += sum(seconds * cost(c) for c in members if c.id not in only)
             beyond += sum(seconds * cost(c) for c in members if c.id in only)
             sources.append(how)

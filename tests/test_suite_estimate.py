@@ -519,3 +519,41 @@ def test_a_converged_cell_is_timed_at_softmaxs_stop_with_its_cap_beside():
     capped, _ = calibrate(cell(config={**config, "stop": "steps"}), "cpu", run=run,
                           converged_at=1000)
     assert capped == pytest.approx(2.0 + 0.01 * 4000)        # a fixed length runs in full
+
+
+def test_a_converged_config_recorded_on_other_hardware_is_timed_here_at_the_steps_it_trained():
+    """A new machine: a step is timed here (the calibration's line), the steps come from the
+    records made elsewhere; softmax stopped early, ssa ran to the cap, relu has no records."""
+    from suite.estimate import Fit
+
+    converged = {**CONFIG, "train_steps": 5000, "stop": "converged"}
+
+    def trained(scorer, seed, steps, task="icl_linear"):
+        record = timed(scorer, seed, 999.0, config=converged, task=task, hardware="Other CPU")
+        record["extra"]["train"] = ({"steps": steps} if task == "icl_linear" else
+                                    {"all": {"steps": steps}, "most": {"steps": steps // 2}})
+        return record
+
+    records = [trained("softmax", 0, 1000), trained("softmax", 1, 1400),
+               trained("ssa", 0, 5000), trained("softmax", 0, 1200, task="icl_quantifiers")]
+    cells = [cell(s, 5, config=converged) for s in ("softmax", "ssa", "relu")] + [
+        cell("relu", 5, config=converged, task="icl_quantifiers")]
+    fitted = []
+
+    def fitter(c, device):
+        fitted.append(c.task)
+        return Fit(2.0, 0.01, "train_steps", 5000, "calibration: fake")
+
+    linear, quantifiers = estimate(cells, records, "cpu", hardware_name=HW,
+                                   calibrator=no_calibration, fitter=fitter)
+    assert fitted == ["icl_linear", "icl_quantifiers"]        # one calibration per config
+    # softmax at its median 1,200 steps, ssa at its 5,000, relu at the median of all, 1,400
+    assert linear.seconds == pytest.approx((2 + 12) + (2 + 50) + (2 + 14))
+    assert linear.at_cap == pytest.approx(linear.seconds + 0.01 * (5000 - 1400))
+    assert "1400" in linear.source and "3 records trained on other hardware" in linear.source
+    # two models, 1,200 and 600 steps: each at 900 of the config's steps on the line
+    assert quantifiers.seconds == pytest.approx(2 + 0.01 * 900)
+    # records of this machine time it by their own seconds, as before
+    here = [{**r, "provenance": {**r["provenance"], "hardware": HW}} for r in records]
+    assert estimate(cells[:1], here, "cpu", hardware_name=HW, calibrator=no_calibration,
+                    fitter=fitter)[0].source.startswith(f"records (3 on {HW})")
