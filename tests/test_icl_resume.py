@@ -124,20 +124,20 @@ def test_a_checkpoint_of_other_numerics_or_torn_is_ignored_and_the_run_starts_ov
     whole = run("icl_mqar", tmp_path / "whole")
     uninterrupted = taken[0]
     path = checkpoints.resume_path(tmp_path / "cell", "icl_mqar")
-    for damage in ("numerics", "capability", "machine", "torn"):
+    other_numerics = {
+        "numerics": lambda n: n.update(threads=n["threads"] + 1),
+        "capability": lambda n: n.update(cpu_capability="another"),   # other vector kernels
+        "machine": lambda n: n.update(hardware="AMD EPYC, 2 cores"),   # another vendor's CPU
+    }
+    for damage in (*other_numerics, "torn"):
         shutil.rmtree(path.parent, ignore_errors=True)
         draws = Draws(monkeypatch, "icl_mqar", stop_at=12)
         with pytest.raises(Interrupted):
             run("icl_mqar", tmp_path / "cell")
         draws.stop_at = None
         state = json.loads(path.with_suffix(".json").read_text())
-        if damage != "torn":
-            if damage == "numerics":
-                state["numerics"]["threads"] += 1
-            elif damage == "capability":                   # written on a host of other kernels
-                state["numerics"]["cpu_capability"] = "another"
-            else:                                          # on another vendor's CPU
-                state["numerics"]["hardware"] = "AMD EPYC, 2 cores"
+        if damage in other_numerics:
+            other_numerics[damage](state["numerics"])
             path.with_suffix(".json").write_text(json.dumps(state))
         else:
             blob = path.with_suffix(".safetensors")
