@@ -68,6 +68,7 @@ total / w (cells are independent).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import statistics
@@ -523,29 +524,23 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
             found = key if key in times else (*key[:3], REPORT)
             known = times.get(found)
             if known:
-                line = None
                 steps = trained.get(found)            # a converged config: times are per step
-                every = [n for ns in (steps or {}).values() for n in ns]
-                for c in members:
+
+                @functools.cache
+                def line() -> tuple[float, float]:   # benches the recorded scorers: on demand
+                    points = [(unit(task, label), statistics.median(ts))
+                              for label, ts in known.items()]
+                    return cost_line([(r, t) for r, t in points if r is not None])
+
+                def per_step(c: Cell) -> float:
                     own = known.get(_scorer_label(c))
-                    length = (statistics.median(steps.get(_scorer_label(c)) or every)
-                              if steps else 1)
-                    if own:
-                        per_step = statistics.median(own)
-                    else:
-                        if line is None:
-                            points = [(unit(task, label), statistics.median(ts))
-                                      for label, ts in known.items()]
-                            line = cost_line([(r, t) for r, t in points if r is not None])
-                        per_step = line[0] + line[1] * cost(c)
-                    if c.id in only:
-                        beyond += per_step * caps.get(found, length)
-                        continue
-                    total += per_step * length
-                    if steps and _scorer_label(c) not in steps and found in caps:
-                        beyond += per_step * max(caps[found] - length, 0)
+                    return statistics.median(own) if own else line()[0] + line()[1] * cost(c)
+
+                spent, more = _at_lengths(members, only, steps or {}, caps.get(found),
+                                          lambda c, n: per_step(c) * n)
+                total, beyond = total + spent, beyond + more
                 sources.append(f"records ({sum(map(len, known.values()))} on {hw})" + (
-                    f"; per trained step, at the recorded median of {statistics.median(every):.0f}"
+                    f"; per trained step, at the recorded median of {_median_steps(steps):.0f}"
                     " steps where a scorer has none" if steps else ""))
                 continue
             per_cell = (declared or {}).get("seconds_per_cell", {}).get(task)
@@ -565,21 +560,15 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                 out.append(TaskEstimate(task, counted, None, f"no estimate: {e}"))
                 break
             if elsewhere:
-                every = [n for ns in elsewhere.values() for n in ns]
                 models = caps.get(lengths, calibrated.steps) / calibrated.steps
-                for c in members:
-                    own = elsewhere.get(_scorer_label(c))
-                    length = statistics.median(own or every) / models   # steps of each model
-                    seconds = calibrated.fixed + calibrated.per_step * length
-                    if c.id in only:
-                        beyond += calibrated.seconds * cost(c)
-                        continue
-                    total += seconds * cost(c)
-                    if not own:
-                        beyond += max(calibrated.seconds - seconds, 0.0) * cost(c)
-                sources.append(f"{calibrated.how}, at the steps {len(every)} records trained "
-                               f"on other hardware (a scorer without records at their median, "
-                               f"{statistics.median(every) / models:.0f})")
+                spent, more = _at_lengths(
+                    members, only, elsewhere, calibrated.steps * models,
+                    lambda c, n: (calibrated.fixed + calibrated.per_step * n / models) * cost(c))
+                total, beyond = total + spent, beyond + more
+                sources.append(f"{calibrated.how}, at the steps "
+                               f"{sum(map(len, elsewhere.values()))} records trained on other "
+                               f"hardware (a scorer without records at their median, "
+                               f"{_median_steps(elsewhere) / models:.0f})")
                 continue
             total += sum(seconds * cost(c) for c in members if c.id not in only)
             beyond += sum(seconds * cost(c) for c in members if c.id in only)
@@ -591,6 +580,34 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
                                     "; ".join(dict.fromkeys(sources)),
                                     total + beyond if beyond else None))
     return out
+
+
+def _median_steps(lengths: dict[str, list[int]]) -> float:
+    return statistics.median(n for ns in lengths.values() for n in ns)
+
+
+def _at_lengths(members: list[Cell], only: set[str], lengths: dict[str, list[int]],
+                cap: float | None, seconds_at: Callable[[Cell, float], float]
+                ) -> tuple[float, float]:
+    """(total, beyond the total at the cap) of one config's cells, ``seconds_at(cell, steps)``
+    each: a cell at the median steps its scorer's records trained (``lengths``), else every
+    record's (1 for a config that does not train to convergence, which has none); one in
+    ``only`` at the cap (``cap``: None, at its length), in ``beyond`` alone; one whose scorer has
+    no lengths adds the rest of the way to the cap to ``beyond``."""
+    every = [n for ns in lengths.values() for n in ns] or [1]
+    total = beyond = 0.0
+    for c in members:
+        own = lengths.get(_scorer_label(c))
+        length = statistics.median(own or every)
+        seconds = seconds_at(c, length)
+        at_cap = seconds if cap is None else seconds_at(c, cap)
+        if c.id in only:
+            beyond += at_cap
+        else:
+            total += seconds
+            if lengths and not own:
+                beyond += max(at_cap - seconds, 0.0)
+    return total, beyond
 
 
 def duration(seconds: float | None) -> str:
