@@ -14,7 +14,8 @@ Per cell, in this order:
    the records of the cell's scorer when there are some, else the line ``t = a + b·r`` through
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
    ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
-   scorer's step cost. A config that trains to convergence (``stop = "converged"``) is timed per
+   scorer's step cost (where no recorded scorer has a step cost, the records cannot place the
+   line, and the config is timed as one without records). A config that trains to convergence (``stop = "converged"``) is timed per
    trained step, since its scorers stop at different steps: the records' seconds per step (their
    own scorer's, else the line through the recorded scorers' at the cell's step cost) times the
    steps its own scorer's records trained (median), else the median of every recorded cell's;
@@ -356,19 +357,23 @@ def anchor_scorers(records: Iterable[dict], device: str,
                    cells: Iterable[Cell]) -> dict[str, set[str]]:
     """Per training backbone, the recorded scorers whose step costs place the line of time
     against step cost (:func:`cost_line`) for the configs of ``cells``: the fastest, the middle
-    and the slowest of the scorers recorded at their default settings on ``device``, by their
-    median cell time over the config's median, averaged over the backbone's configs, and softmax
-    (the bench's baseline, timed anyway). These points span the records' range of step costs at
-    a fraction of the bench time of every recorded scorer."""
+    and the slowest of the scorers recorded at their default settings on ``device`` (of a config
+    recorded only at other settings, its scorers by name: the bench times their defaults, which
+    :func:`estimate` reads for them too), by their median cell time over the config's median,
+    averaged over the backbone's configs, and softmax (the bench's baseline, timed anyway).
+    These points span the records' range of step costs at a fraction of the bench time of every
+    recorded scorer."""
     times = record_times(records, device)
     slowness: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     seen = set()
     for cell in cells:
         backbone = backbone_of(cell.task)
         key = _config_key(cell.task, cell.task_version, cell.config, cell.role)
-        medians = {label: statistics.median(ts) for label, ts in
-                   (times.get(key) or times.get((*key[:3], REPORT)) or {}).items()
-                   if "," not in label}
+        recorded = times.get(key) or times.get((*key[:3], REPORT)) or {}
+        medians = ({label: statistics.median(ts) for label, ts in recorded.items()
+                    if "," not in label}
+                   or {label.split(",")[0]: statistics.median(ts)
+                       for label, ts in recorded.items()})
         if backbone is None or key in seen or not medians:
             continue
         seen.add(key)
@@ -523,14 +528,18 @@ def estimate(cells: list[Cell], records: Iterable[dict], device: str, *,
         for key, members in configs.items():
             found = key if key in times else (*key[:3], REPORT)
             known = times.get(found)
+
+            @functools.cache
+            def line() -> tuple[float, float] | None:   # benches the recorded scorers: on demand
+                points = [(unit(task, label), statistics.median(ts))
+                          for label, ts in known.items()]
+                points = [(r, t) for r, t in points if r is not None]
+                return cost_line(points) if points else None
+
+            if known and not all(known.get(_scorer_label(c)) for c in members) and not line():
+                known = None        # no recorded scorer has a step cost to place the others on
             if known:
                 steps = trained.get(found)            # a converged config: times are per step
-
-                @functools.cache
-                def line() -> tuple[float, float]:   # benches the recorded scorers: on demand
-                    points = [(unit(task, label), statistics.median(ts))
-                              for label, ts in known.items()]
-                    return cost_line([(r, t) for r, t in points if r is not None])
 
                 def per_step(c: Cell) -> float:
                     own = known.get(_scorer_label(c))

@@ -557,3 +557,36 @@ def test_a_converged_config_recorded_on_other_hardware_is_timed_here_at_the_step
     here = [{**r, "provenance": {**r["provenance"], "hardware": HW}} for r in records]
     assert estimate(cells[:1], here, "cpu", hardware_name=HW, calibrator=no_calibration,
                     fitter=fitter)[0].source.startswith(f"records (3 on {HW})")
+
+
+def test_a_config_recorded_only_at_a_scorers_settings_is_anchored_by_its_scorers_name():
+    """The bench times a scorer at its defaults, and the estimate reads a recorded variant (here
+    entmax_bisect with learn_alpha) by its name: a config whose records on this machine are all of
+    such variants is anchored by them, not left without a point to place the line on."""
+    from suite.estimate import anchor_scorers
+
+    variant = timed("entmax_bisect", 0, 40.0)
+    variant["cell"]["scorer_kwargs"] = {"learn_alpha": True}
+    default = timed("relu", 0, 12.0, config={**CONFIG, "n_layer": 4})
+    other = cell("mine", 0, config={**CONFIG, "n_layer": 4})
+    assert anchor_scorers([variant], HW, [cell("mine", 0)]) == {"icl": {"softmax", "entmax_bisect"}}
+    assert anchor_scorers([variant, default], HW, [other]) == {"icl": {"softmax", "relu"}}
+
+    [est] = estimate([cell("ssa", 0)], [variant], "cpu", hardware_name=HW,
+                     calibrator=no_calibration,
+                     step_cost=lambda task, scorer: {"entmax_bisect": 8.0, "ssa": 2.0}[scorer])
+    assert est.seconds == pytest.approx(40.0 / 8.0 * 2.0)
+
+
+def test_records_without_a_step_cost_to_place_the_line_fall_back_to_the_calibration():
+    """Records on this machine of a scorer the bench did not time (a plugin not loaded now) place
+    no line for another scorer: the config is calibrated, as one without records, not an error."""
+    recorded = timed("gone_plugin", 0, 40.0)
+    [est] = estimate([cell("ssa", 0)], [recorded], "cpu", hardware_name=HW,
+                     calibrator=lambda c, d: (20.0, "calibration: fake"),
+                     step_cost=lambda task, scorer: {"ssa": 2.0}.get(scorer))
+    assert est.seconds == pytest.approx(20.0 * 2.0)
+    assert est.source.startswith("calibration: fake")
+    [own] = estimate([cell("gone_plugin", 1)], [recorded], "cpu", hardware_name=HW,
+                     calibrator=no_calibration, step_cost=lambda task, scorer: None)
+    assert own.seconds == pytest.approx(40.0)
