@@ -15,10 +15,10 @@ Per cell, in this order:
    the recorded scorers' median times against their step costs ``r`` (below; :func:`cost_line`:
    ``a`` is what does not scale with attention, such as data and evaluation set-up) at the cell's
    scorer's step cost (where no recorded scorer has a step cost, the records cannot place the
-   line, and the config is timed as one without records). A config that trains to convergence (``stop = "converged"``) is timed per
-   trained step, since its scorers stop at different steps: the records' seconds per step (their
-   own scorer's, else the line through the recorded scorers' at the cell's step cost) times the
-   steps its own scorer's records trained (median), else the median of every recorded cell's;
+   line, and the config is timed as one without records). A config that trains to convergence
+   (``stop = "converged"``) is timed per trained step, since its scorers stop at different
+   steps: the records' seconds per step (their own scorer's, else the line through the recorded
+   scorers' at the cell's step cost) times the steps its own scorer's records trained (median), else the median of every recorded cell's;
    beside it, the total if every scorer without records of the config runs to the cap (a
    scorer that never learns: a MQAR cell at its cap costs several times softmax's converged one).
    The steps come from the config's records on any hardware (a step count does not depend on
