@@ -18,9 +18,10 @@ Per cell, in this order:
    line, and the config is timed as one without records). A config that trains to convergence
    (``stop = "converged"``) is timed per trained step, since its scorers stop at different
    steps: the records' seconds per step (their own scorer's, else the line through the recorded
-   scorers' at the cell's step cost) times the steps its own scorer's records trained (median), else the median of every recorded cell's;
-   beside it, the total if every scorer without records of the config runs to the cap (a
-   scorer that never learns: a MQAR cell at its cap costs several times softmax's converged one).
+   scorers' at the cell's step cost) times the steps its own scorer's records trained
+   (median), else the median of every recorded cell's; beside it, the total if every scorer
+   without records of the config runs to the cap (a scorer that never learns: a MQAR cell at its
+   cap costs several times softmax's converged one).
    The steps come from the config's records on any hardware (a step count does not depend on
    the machine, its seconds do): without records on this device, the calibration below times a
    step here and the records give the steps.
