@@ -115,6 +115,10 @@ def test_command_line_selections_and_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli("run", "--seeds", "0", "--results", str(results))
     assert "--seeds '0'" in capsys.readouterr().err
+    for command, option in [("run", "--workers"), ("bench", "--repeats")]:
+        with pytest.raises(SystemExit):
+            cli(command, *(["scorers"] if command == "bench" else []), option, "0")
+        assert f"argument {option}: '0': give an integer >= 1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli("show", "0123456789abcdef", "--results", str(results))
     assert "no record with cell id" in str(e.value)

@@ -3,39 +3,29 @@
 seed 0) and measure again each time; ``scorebench run --tasks bench_*`` runs them like any task."""
 from __future__ import annotations
 
-import argparse
-
 from registry.settings import declared, default
 from tasks.bench import ScorerBenchConfig, TrainBenchConfig
 
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-        if n >= 1:
-            return n
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r}: give an integer >= 1")
+from . import positive_int
 
 
 def _common_options(p, config: type) -> None:
     p.add_argument("--scorers", default="*", metavar="a,ssa*",
                    help="scorers to measure (names, aliases or wildcards; default all)")
-    p.add_argument("--repeats", type=_positive, default=default(config, "repeats"), metavar="N",
+    p.add_argument("--repeats", type=positive_int, default=default(config, "repeats"), metavar="N",
                    help=f"timed repeats per variant; the median is reported (default "
                         f"{default(config, 'repeats')})")
-    p.add_argument("--warmup", type=_positive, default=default(config, "warmup"), metavar="N",
+    p.add_argument("--warmup", type=positive_int, default=default(config, "warmup"), metavar="N",
                    help=f"untimed runs first, where compilation happens (default "
                         f"{default(config, 'warmup')})")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--threads", type=_positive, default=None, metavar="N",
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--clock", choices=declared(config, "clock").allowed(),
                    default=default(config, "clock"),
                    help="wall time (default) or this process's CPU time (steadier on a "
                         "shared machine with one thread)")
-    p.add_argument("--block-size", type=_positive, default=None, metavar="N",
+    p.add_argument("--block-size", type=positive_int, default=None, metavar="N",
                    help="query rows per block of every form (default: each form's own; 64 for "
                         "the compiled, fused, dense and topk paths, 64 or 128 by row length "
                         "for blocked)")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import positive_int
+
 
 def _seeds(text: str) -> list[int]:
     """``3`` -> seeds 0, 1, 2; ``0,4,7`` -> those seeds; ``2-4`` -> 2, 3, 4."""
@@ -23,16 +25,6 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(
             f"--seeds {text!r}: give a count (3 = seeds 0,1,2), a list (0,4,7) or a range (2-4) "
             f"of distinct seeds >= 0") from None
-
-
-def _workers(text: str) -> int:
-    try:
-        n = int(text)
-        if n >= 1:
-            return n
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"--workers {text!r}: give a number of workers >= 1")
 
 
 def register(sub, common):
@@ -62,7 +54,7 @@ def add_run_arguments(p) -> None:
                                                        "wildcards); default: the profile's")
     p.add_argument("--seeds", type=_seeds, metavar="N|a,b|a-b",
                    help="a count (seeds 0..N-1), a list or a range; default: the profile's")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="cells run at once (1: in this process; more: worker processes, one GPU "
                         "each when GPUs exist)")
     p.add_argument("--results", default="results", metavar="DIR",
