@@ -592,3 +592,26 @@ def test_the_tuning_method_names_the_choices_a_tie_decided():
     tuning["icl_mqar"]["scorers"]["sparsemax"]["chosen"] = {"lr": 2e-3}
     assert _rule_text(tuning).endswith("tied: icl_linear: softmax (all 2).")
 
+
+
+def test_the_front_page_links_every_section_of_the_release_the_convergence_beside_the_tasks(
+        tmp_path):
+    import re
+
+    from leaderboard.publishing.release import release_board, write_leaderboard_md, write_release
+    from leaderboard.rendering.markdown import TRACK_TITLES, TRACKS
+
+    board = release_board(load_records(converged_results(tmp_path / "results")), "r1",
+                          n_boot=200)
+    write_release(board, tmp_path / "releases" / "r1")
+    readme = (tmp_path / "releases" / "r1" / "README.md").read_text(encoding="utf-8")
+    titles = [line[3:] for line in readme.splitlines() if line.startswith("## ")]
+    after_tasks = titles.index(TRACK_TITLES[TRACKS[-1]]) + 1
+    assert titles[after_tasks:after_tasks + 2] == ["Level, speed and reliability",
+                                                   "Failed and skipped cells"]
+    index = write_leaderboard_md(tmp_path / "releases", tmp_path / "LEADERBOARD.md").read_text(
+        encoding="utf-8")
+    listed = re.findall(r"^- \[(.+)\]\(releases/r1/README\.md#([^)]+)\)$", index, re.M)
+    assert [title for title, _ in listed] == titles
+    # each anchor is the one GitHub gives the heading: lower case, punctuation dropped
+    assert ("Level, speed and reliability", "level-speed-and-reliability") in listed

@@ -218,9 +218,10 @@ def write_leaderboard_md(releases_dir: str | Path, path: str | Path) -> Path | N
     def link(target: Path) -> str:
         return Path(os.path.relpath(os.path.abspath(target), base)).as_posix()
 
+    readme = latest_dir / "README.md"
     text = markdown.leaderboard_index(
-        latest, link(latest_dir / "README.md"),
-        [(meta, link(d / "README.md")) for d, meta in releases])
+        latest, link(readme), [(meta, link(d / "README.md")) for d, meta in releases],
+        markdown.section_titles(readme.read_text(encoding="utf-8")) if readme.exists() else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8", newline="\n")
     return path

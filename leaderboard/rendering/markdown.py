@@ -351,9 +351,9 @@ def plot_caption(path: str) -> str:
     return f"*{name}*"
 
 
-def plot_links(plots: list[str], prefix: str = "") -> list[str]:
+def plot_links(plots: list[str]) -> list[str]:
     """Each plot embedded with its caption under it."""
-    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({prefix}{p})\n\n"
+    return [f"![{p.rsplit('/', 1)[-1].removesuffix('.png')}]({p})\n\n"
             f"{wrap(plot_caption(p))}" for p in plots]
 
 
@@ -374,29 +374,30 @@ CLAIMS_INTRO = ("The SSA paper's claims (`leaderboard/method/claims.toml`), judg
                 "listed under the table.")
 
 
-def board_sections(board, plots: list[str], prefix: str = "", level: int = 2) -> list[str]:
+def board_sections(board, plots: list[str]) -> list[str]:
     """The body of the release README, from the overall to the plots."""
-    h = "#" * level
     unanchored = [f"{line}: headline metric without a floor and a ceiling, so not in the overall"
                   for line in board.meta.get("unanchored", [])]
-    out = [f"{h} Overall", "", overall_table(board), ""]
+    out = ["## Overall", "", overall_table(board), ""]
     out += bullets(notes.outside_overall(board) + unanchored + notes.overall_notes(board))
-    out += [f"{h} Claims", "", wrap(CLAIMS_INTRO), "", claims_table(board), ""]
+    out += ["## Claims", "", wrap(CLAIMS_INTRO), "", claims_table(board), ""]
     for track in TRACKS:
-        out += [f"{h} {TRACK_TITLES[track]}", ""] + track_section.track_section(board, track,
-                                                                                 level)
-    out += [f"{h} Failed and skipped cells", "", failed_cells_table(board), "",
-            f"{h} Superseded records", "", superseded_table(board), "",
-            f"{h} Records not used", "", problems_table(board), ""]
+        out += [f"## {TRACK_TITLES[track]}", ""] + track_section.track_section(board, track)
+    convergence = convergence_section.markdown(board)
+    if convergence:
+        out += [convergence, ""]
+    out += ["## Failed and skipped cells", "", failed_cells_table(board), "",
+            "## Superseded records", "", superseded_table(board), "",
+            "## Records not used", "", problems_table(board), ""]
     if plots:
-        out += [f"{h} Plots", ""] + [line for p in plot_links(plots, prefix) for line in (p, "")]
+        out += ["## Plots", ""] + [line for p in plot_links(plots) for line in (p, "")]
     return out
 
 
 def release_readme(board, plots: list[str], section_plots: list[str] = ()) -> str:
-    """The release README: provenance once, the board's sections, what changed, the method, and
-    the sections of the tuning protocol, the convergence and the learning curves (their plots
-    among ``section_plots``)."""
+    """The release README: provenance once, the board's sections (the convergence's beside the
+    tasks), what changed, the method, and the sections of the tuning protocol and the learning
+    curves (their plots among ``section_plots``)."""
     m = board.meta
     lines = [f"# scorebench leaderboard: {markdown_text(m['release'])}", ""]
     lines += header_lines(board) + [""]
@@ -405,8 +406,7 @@ def release_readme(board, plots: list[str], section_plots: list[str] = ()) -> st
     if m.get("changes"):
         lines += [changes_section(m["changes"], board.overall.to_dict(orient="records"))]
     lines += ["## Method", "", method_text(m)]
-    sections = [convergence_section.markdown(board),
-                tuning_section.markdown(m.get("tuning"), list(section_plots)),
+    sections = [tuning_section.markdown(m.get("tuning"), list(section_plots)),
                 curves_section.markdown(m.get("curves"), list(section_plots))]
     return "\n".join([*lines, *[s for s in sections if s]]).rstrip() + "\n"
 
@@ -551,13 +551,20 @@ def method_text(meta: dict) -> str:
         PAPER_DIFFERENCES + wrap(size_text(meta), "- ") + "\n"
 
 
-def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]) -> str:
+def section_titles(readme: str) -> list[str]:
+    """The titles of a release README's sections (its level-2 headings), in order."""
+    return [line[3:] for line in readme.splitlines() if line.startswith("## ")]
+
+
+def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]],
+                      sections: list[str] | None = None) -> str:
     """The root LEADERBOARD.md, the front page: the latest release's answer in sentences, one
     compact table per profile, links to the release's sections, and every release as a link.
-    ``releases`` holds (meta, link to its README) newest first."""
+    ``releases`` holds (meta, link to its README) newest first; ``sections`` the titles of the
+    latest release README's sections (default: those every release has)."""
     m = latest.meta
-    sections = {track: f"{latest_link}#{_anchor(TRACK_TITLES[track])}" for track in TRACKS}
-    task_links = {r["task"]: sections[r["track"]] for r in _records(latest.rows)}
+    track_links = {track: f"{latest_link}#{_anchor(TRACK_TITLES[track])}" for track in TRACKS}
+    task_links = {r["task"]: track_links[r["track"]] for r in _records(latest.rows)}
     lines = ["# scorebench leaderboard", "",
              f"Latest release: **[{markdown_text(m['release'])}]({latest_link})**", "",
              wrap(markdown_text(
@@ -572,10 +579,10 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
             lines += [f"## Overall ({markdown_text(profile)})", ""] + [
                 line if line.startswith(("|", "[")) else wrap(line) for line in table] + [""]
     lines += ["## In the release", ""]
-    lines += [f"- [{title}]({latest_link}#{_anchor(title)})" for title in (
-        "Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS), "Failed and skipped cells",
-        "Method")]
-    lines += [f"- [Plots]({latest_link}#plots)", "- The same numbers as a page: index.html, "
+    lines += [f"- [{markdown_text(title)}]({latest_link}#{_anchor(title)})" for title in sections
+              or ("Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS),
+                  "Failed and skipped cells", "Method", "Plots")]
+    lines += ["- The same numbers as a page: index.html, "
               f"rebuilt with `scorebench publish --rebuild {m['release']} --out "
               "leaderboard/releases` (`scorebench serve`)"]
     lines += ["", "## Releases", ""]
