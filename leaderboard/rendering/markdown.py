@@ -561,7 +561,7 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
     """The root LEADERBOARD.md, the front page: the latest release's answer in sentences, one
     compact table per profile, links to the release's sections, and every release as a link.
     ``releases`` holds (meta, link to its README) newest first; ``sections`` the titles of the
-    latest release README's sections (default: those every release has)."""
+    latest release README's sections as written there (default: those every release has)."""
     m = latest.meta
     track_links = {track: f"{latest_link}#{_anchor(TRACK_TITLES[track])}" for track in TRACKS}
     task_links = {r["task"]: track_links[r["track"]] for r in _records(latest.rows)}
@@ -579,7 +579,7 @@ def leaderboard_index(latest, latest_link: str, releases: list[tuple[dict, str]]
             lines += [f"## Overall ({markdown_text(profile)})", ""] + [
                 line if line.startswith(("|", "[")) else wrap(line) for line in table] + [""]
     lines += ["## In the release", ""]
-    lines += [f"- [{markdown_text(title)}]({latest_link}#{_anchor(title)})" for title in sections
+    lines += [f"- [{title}]({latest_link}#{_anchor(title)})" for title in sections
               or ("Overall", "Claims", *(TRACK_TITLES[t] for t in TRACKS),
                   "Failed and skipped cells", "Method", "Plots")]
     lines += ["- The same numbers as a page: index.html, "
