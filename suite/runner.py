@@ -143,6 +143,18 @@ def _is_oom(e: BaseException) -> bool:
                                             or "can't allocate memory" in text)
 
 
+def drop_checkpoints(workdir: str | None) -> None:
+    """Remove a cell's training checkpoints (and its scratch directory, if that leaves it empty):
+    for the caller that has written the cell's record. ``run_cell`` keeps them, so that a record
+    lost between the run and its writer (a run killed meanwhile) is made again without training."""
+    if workdir is None:
+        return
+    from tasks.resume import DIRECTORY
+
+    shutil.rmtree(Path(workdir) / DIRECTORY, ignore_errors=True)
+    _remove_if_empty(Path(workdir))
+
+
 def _remove_if_empty(workdir: Path | None, levels: int = 4) -> None:
     """Remove the cell's scratch directory and its empty parents (``.work/<task>/<scorer>``)."""
     path = workdir
@@ -224,11 +236,6 @@ def run_cell(job: CellJob, *, device: str | None = None,
         if isinstance(e, SystemExit):
             message = f"the task called sys.exit({e.code})\n{message}"
     finally:
-        _remove_if_empty(workdir)
-    if workdir is not None:        # the run ended: its checkpoints go (an interrupt keeps them)
-        from tasks.resume import DIRECTORY
-
-        shutil.rmtree(workdir / DIRECTORY, ignore_errors=True)
         _remove_if_empty(workdir)
     wall = time.perf_counter() - t0
     extra = out["extra"] if isinstance(out["extra"], dict) else {}

@@ -18,7 +18,7 @@ from leaderboard.loading.schema import HARNESS_FAILURES, RECORDS_VERSION, stale_
 
 from .cells import PlannedCell
 from .executors import Event, Executor
-from .runner import CellJob, run_cell
+from .runner import CellJob, drop_checkpoints, run_cell
 from .store import ResultStore
 
 RERUN_CHOICES = ("failed", "all")
@@ -183,6 +183,8 @@ class CellRun:
         if job.tuning is not None and "tuning" not in record:
             record["tuning"] = job.tuning
         self.store.write(record)
+        if record["status"] not in HARNESS_FAILURES:   # a failed cell's rerun goes on from them
+            drop_checkpoints(job.workdir)
         self.store.release(claim)
         self.running.discard(job.cell_id)
         self.summary.records.append(record)

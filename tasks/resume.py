@@ -8,8 +8,10 @@ written to a temporary file and renamed into place, the JSON last: a checkpoint 
 its JSON names the tensors file's digest. One written under another torch version, thread count,
 CPU capability (``torch.backends.cpu.get_cpu_capability()``: a host of other vector kernels),
 machine (``RunContext.hardware``: an Intel and an AMD CPU of one capability round differently) or
-fast mode is ignored (the run starts over), so that no record mixes two numerics. The runner
-removes a cell's checkpoints once its record is written (``suite.runner``).
+fast mode is ignored (the run starts over), so that no record mixes two numerics. A cell's
+checkpoints go once its record is written (``suite.scheduler``), not before: a record lost on its
+way to the writer is made again from the finished checkpoint. A record of a harness failure keeps
+them for the cell's rerun.
 """
 from __future__ import annotations
 

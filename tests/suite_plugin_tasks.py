@@ -2,8 +2,8 @@
 
 ``suite_test_draws`` needs no model: its metric is the mean of draws from the seeded generators, so
 a test can recompute it independently from the cell's seed. Its config makes it sleep (to be
-killed mid-cell), append a line to a log per run (to count how often a cell ran), or fail in each
-of the ways the harness maps to a status.
+killed mid-cell), leave a checkpoint in its workdir, append a line to a log per run (to count how
+often a cell ran), or fail in each of the ways the harness maps to a status.
 """
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ class DrawsTask(Task):
         fail: str = ""  # error nan oom exit nonfinite undeclared badgrid block crash
         fail_while_exists: str = ""  # raise an error while this file exists
         barrier: int = 0        # after logging, wait until this many processes have logged
+        checkpoint: bool = False  # write resume/marker in the cell's workdir when run starts
         sigmas: tuple = (1, 2)
 
     def skip_reason(self, scorer: str) -> str | None:
@@ -58,6 +59,9 @@ class DrawsTask(Task):
         if config.log:
             with open(config.log, "a") as f:
                 f.write(f"start {scorer} {seed} {os.getpid()}\n")
+        if config.checkpoint:
+            (ctx.workdir / "resume").mkdir(parents=True, exist_ok=True)
+            (ctx.workdir / "resume" / "marker").write_text(str(os.getpid()))
         deadline = time.time() + 120
         while config.barrier and time.time() < deadline:
             with open(config.log) as f:

@@ -148,16 +148,20 @@ def test_a_checkpoint_of_other_numerics_or_torn_is_ignored_and_the_run_starts_ov
         assert taken[0] == uninterrupted                  # from the start
 
 
-def test_a_cell_resumed_by_the_runner_counts_the_earlier_processes_time_and_drops_its_checkpoint(
-        tmp_path, monkeypatch):
+def mqar_cell():
     from suite.cells import Cell, resolve_config
+
+    task = tasks.create_task("icl_mqar")
+    return Cell(task="icl_mqar", task_version=task.version, track="icl", scorer="softmax",
+                scorer_version=1, scorer_kwargs={}, profile="t", seed=0,
+                config=resolve_config(task, CONFIGS["icl_mqar"]))
+
+
+def test_a_cell_resumed_by_the_runner_counts_the_earlier_processes_time(tmp_path, monkeypatch):
     from suite.runner import CellJob, run_cell
 
     monkeypatch.setattr(checkpoints, "SAVE_EVERY_S", 0.0)
-    task = tasks.create_task("icl_mqar")
-    cell = Cell(task="icl_mqar", task_version=task.version, track="icl", scorer="softmax",
-                scorer_version=1, scorer_kwargs={}, profile="t", seed=0,
-                config=resolve_config(task, CONFIGS["icl_mqar"]))
+    cell = mqar_cell()
     job = CellJob(cell, workdir=str(tmp_path / "work"))
     fresh = run_cell(CellJob(cell, workdir=str(tmp_path / "fresh")), device="cpu")
     assert "resumed" not in fresh["provenance"]
@@ -170,7 +174,55 @@ def test_a_cell_resumed_by_the_runner_counts_the_earlier_processes_time_and_drop
     earlier = record["provenance"]["resumed"]
     assert earlier["cpu_time_s"] > 0 and record["provenance"]["cpu_time_s"] > earlier["cpu_time_s"]
     assert record["metrics"] == fresh["metrics"] and record["step"] == fresh["step"]
-    assert not (tmp_path / "work" / checkpoints.DIRECTORY).exists()
+
+
+def test_a_record_lost_before_its_writer_is_made_again_without_training(tmp_path, monkeypatch):
+    from suite.cells import PlannedCell
+    from suite.executors.local import LocalExecutor
+    from suite.runner import run_cell
+    from suite.scheduler import make_jobs, run_cells
+    from suite.store import ResultStore
+
+    cell = mqar_cell()
+    store = ResultStore(tmp_path / "results")
+    job, = make_jobs([PlannedCell(cell)], store, None)
+    lost = run_cell(job, device="cpu")     # the worker's record, never written: the run was killed
+    work = tmp_path / "results" / ".work" / "icl_mqar" / "softmax" / cell.id
+    assert [p.name for p in (work / checkpoints.DIRECTORY).iterdir()] == [
+        "icl_mqar.json", "icl_mqar.safetensors"]
+    draws = Draws(monkeypatch, "icl_mqar")
+    summary = run_cells([PlannedCell(cell)], store, LocalExecutor(workers=1))
+    record, = summary.records
+    assert draws.count == 0                                          # no training step again
+    assert record["metrics"] == lost["metrics"] and record["step"] == lost["step"]
+    assert record["provenance"]["resumed"]["cpu_time_s"] > 0
+    assert store.existing(cell)["metrics"] == lost["metrics"]
+    assert not (work / checkpoints.DIRECTORY).exists()               # gone with the record
+    assert record["extra"]["checkpoint"] == str(work / "icl_mqar.safetensors")  # weights kept
+    assert (work / "icl_mqar.safetensors").is_file()
+
+
+def test_a_cell_that_fails_after_training_keeps_its_checkpoint_for_its_rerun(tmp_path, monkeypatch):
+    from suite.cells import PlannedCell
+    from suite.executors.local import LocalExecutor
+    from suite.scheduler import run_cells
+    from suite.store import ResultStore
+
+    cell, store = mqar_cell(), ResultStore(tmp_path / "results")
+    original = icl_mqar.evaluate
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("evaluation failed")
+
+    monkeypatch.setattr(icl_mqar, "evaluate", failing)
+    failed, = run_cells([PlannedCell(cell)], store, LocalExecutor(workers=1)).records
+    work = tmp_path / "results" / ".work" / "icl_mqar" / "softmax" / cell.id
+    resume = work / checkpoints.DIRECTORY
+    assert failed["status"] == "error" and resume.is_dir()
+    monkeypatch.setattr(icl_mqar, "evaluate", original)
+    draws = Draws(monkeypatch, "icl_mqar")
+    again, = run_cells([PlannedCell(cell)], store, LocalExecutor(workers=1), rerun="failed").records
+    assert again["status"] == "ok" and draws.count == 0 and not resume.exists()
 
 
 def test_a_checkpoint_keeps_tied_weights_and_the_optimizer_state(tmp_path):

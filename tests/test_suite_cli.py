@@ -1,4 +1,5 @@
-"""The CLI: run, show, ls tasks|profiles, nightly --dry-run; a run killed with SIGKILL; two runs at once."""
+"""The CLI: run, show, ls tasks|profiles, nightly --dry-run; a run killed with SIGKILL (its workers
+stop and keep their checkpoints); two runs at once."""
 from __future__ import annotations
 
 import json
@@ -183,6 +184,24 @@ def test_a_run_killed_mid_cell_loses_only_that_cell_and_a_rerun_completes(tmp_pa
     assert recs[1]["metrics"]["mean_draw"] == pytest.approx(expected_draws(1)["mean"])
     assert starts(log) == [0, 1, 1]
     assert not list(results.rglob("*.claim")) and not list(results.rglob("*.tmp"))
+
+
+def test_workers_whose_run_is_killed_stop_and_keep_their_cells_checkpoints(tmp_path):
+    log, results = tmp_path / "log", tmp_path / "res"
+    prof = profile_file(tmp_path / "p.toml", seeds=2, sleep_s=60.0, log=str(log), checkpoint=True)
+    proc = subprocess_run("--profile", str(prof), "--results", str(results), "--workers", "2",
+                          cwd=tmp_path)
+    deadline = time.time() + 120
+    while sorted(starts(log)) != [0, 1] and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert sorted(starts(log)) == [0, 1], proc.communicate()[0] if proc.poll() is not None else ""
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    out = proc.communicate(timeout=30)[0]       # returns once the workers, too, have exited
+    assert "Traceback" not in out, out          # they stopped; no cell became an error
+    assert "end" not in log.read_text()
+    markers = sorted(results.glob(".work/*/*/*/resume/marker"))
+    assert len(markers) == 2 and not list(results.rglob("*.json"))
 
 
 def test_two_runs_at_once_never_run_a_cell_twice(tmp_path):

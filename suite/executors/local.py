@@ -340,7 +340,10 @@ def worker_main(conn, gpu: str | None, plugins: list[str], threads: int, parent_
     device = default_device()
 
     def send(msg: dict) -> None:
-        conn.send_bytes(json.dumps(msg, allow_nan=False).encode())
+        try:
+            conn.send_bytes(json.dumps(msg, allow_nan=False).encode())
+        except OSError:     # the run that started us is gone: stop here, not as the cell's error
+            os._exit(1)
 
     while True:
         try:
