@@ -47,7 +47,7 @@ class DrawsTask(Task):
         fail: str = ""  # error nan oom exit nonfinite undeclared badgrid block crash
         fail_while_exists: str = ""  # raise an error while this file exists
         barrier: int = 0        # after logging, wait until this many processes have logged
-        checkpoint: bool = False  # write resume/marker in the cell's workdir when run starts
+        checkpoint: bool = False  # write a marker where its checkpoints go, when run starts
         sigmas: tuple = (1, 2)
 
     def skip_reason(self, scorer: str) -> str | None:
@@ -60,8 +60,10 @@ class DrawsTask(Task):
             with open(config.log, "a") as f:
                 f.write(f"start {scorer} {seed} {os.getpid()}\n")
         if config.checkpoint:
-            (ctx.workdir / "resume").mkdir(parents=True, exist_ok=True)
-            (ctx.workdir / "resume" / "marker").write_text(str(os.getpid()))
+            from tasks.resume import DIRECTORY
+
+            (ctx.workdir / DIRECTORY).mkdir(parents=True, exist_ok=True)
+            (ctx.workdir / DIRECTORY / "marker").write_text(str(os.getpid()))
         deadline = time.time() + 120
         while config.barrier and time.time() < deadline:
             with open(config.log) as f:

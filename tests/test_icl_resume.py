@@ -3,6 +3,7 @@ and before its record, resumes from its checkpoint and records exactly what an u
 run records; a checkpoint of other numerics or a torn one is ignored."""
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -187,8 +188,8 @@ def test_a_record_lost_before_its_writer_is_made_again_without_training(tmp_path
     store = ResultStore(tmp_path / "results")
     job, = make_jobs([PlannedCell(cell)], store, None)
     lost = run_cell(job, device="cpu")     # the worker's record, never written: the run was killed
-    work = tmp_path / "results" / ".work" / "icl_mqar" / "softmax" / cell.id
-    assert [p.name for p in (work / checkpoints.DIRECTORY).iterdir()] == [
+    work = Path(job.workdir)
+    assert sorted(p.name for p in (work / checkpoints.DIRECTORY).iterdir()) == [
         "icl_mqar.json", "icl_mqar.safetensors"]
     draws = Draws(monkeypatch, "icl_mqar")
     summary = run_cells([PlannedCell(cell)], store, LocalExecutor(workers=1))
@@ -205,10 +206,11 @@ def test_a_record_lost_before_its_writer_is_made_again_without_training(tmp_path
 def test_a_cell_that_fails_after_training_keeps_its_checkpoint_for_its_rerun(tmp_path, monkeypatch):
     from suite.cells import PlannedCell
     from suite.executors.local import LocalExecutor
-    from suite.scheduler import run_cells
+    from suite.scheduler import make_jobs, run_cells
     from suite.store import ResultStore
 
     cell, store = mqar_cell(), ResultStore(tmp_path / "results")
+    job, = make_jobs([PlannedCell(cell)], store, None)
     original = icl_mqar.evaluate
 
     def failing(*args, **kwargs):
@@ -216,8 +218,7 @@ def test_a_cell_that_fails_after_training_keeps_its_checkpoint_for_its_rerun(tmp
 
     monkeypatch.setattr(icl_mqar, "evaluate", failing)
     failed, = run_cells([PlannedCell(cell)], store, LocalExecutor(workers=1)).records
-    work = tmp_path / "results" / ".work" / "icl_mqar" / "softmax" / cell.id
-    resume = work / checkpoints.DIRECTORY
+    resume = Path(job.workdir) / checkpoints.DIRECTORY
     assert failed["status"] == "error" and resume.is_dir()
     monkeypatch.setattr(icl_mqar, "evaluate", original)
     draws = Draws(monkeypatch, "icl_mqar")
